@@ -1,0 +1,53 @@
+// Borrowed DLTensor views of host memory, for handing std::vector data to
+// plugins. The view points into the caller's storage and its own shape
+// array; it is valid while both live and the view is not moved.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
+#include <dlpack/dlpack.h>
+
+namespace shardrec {
+
+template <class T>
+constexpr DLDataType DLTypeOf() {
+  using U = std::remove_cv_t<T>;
+  if constexpr (std::is_same_v<U, float>) return {kDLFloat, 32, 1};
+  else if constexpr (std::is_same_v<U, double>) return {kDLFloat, 64, 1};
+  else if constexpr (std::is_same_v<U, int32_t>) return {kDLInt, 32, 1};
+  else if constexpr (std::is_same_v<U, int64_t>) return {kDLInt, 64, 1};
+  else if constexpr (std::is_same_v<U, uint8_t>) return {kDLUInt, 8, 1};
+  else static_assert(!sizeof(U), "no DLPack dtype for this type");
+}
+
+// A contiguous CPU view with up to 4 dimensions.
+class DLView {
+ public:
+  template <class T>
+  DLView(T* data, std::initializer_list<int64_t> shape) {
+    int i = 0;
+    for (int64_t e : shape) shape_[i++] = e;
+    t_.data = const_cast<std::remove_cv_t<T>*>(data);
+    t_.device = {kDLCPU, 0};
+    t_.ndim = i;
+    t_.dtype = DLTypeOf<T>();
+    t_.shape = shape_.data();
+    t_.strides = nullptr;
+    t_.byte_offset = 0;
+  }
+  DLView(const DLView&) = delete;
+  DLView& operator=(const DLView&) = delete;
+
+  DLTensor* get() { return &t_; }
+  const DLTensor* get() const { return &t_; }
+  DLTensor* operator->() { return &t_; }
+
+ private:
+  std::array<int64_t, 4> shape_{};
+  DLTensor t_{};
+};
+
+}  // namespace shardrec

@@ -1,0 +1,110 @@
+// C++ wrappers over the component vtables. Each object holds a ComponentRef
+// (so its library stays loaded), owns one plugin-created handle and destroys
+// it with the vtable's destroy, and turns every sr_status into a Status. The
+// rest of core talks to plugins only through these.
+//
+// Thread-safety: as the plugin declares in its attributes ("thread_safe");
+// the wrappers add no locking.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "shardrec/core/plugin_library.h"
+#include "shardrec/core/plugin_options.h"
+#include "shardrec/core/status.h"
+#include "shardrec/plugin_api.h"
+
+namespace shardrec {
+
+// Owns one handle of type H created through vtable VT.
+template <class VT, class H>
+class PluginObject {
+ public:
+  PluginObject(PluginObject&& o) noexcept
+      : ref_(std::move(o.ref_)), vt_(o.vt_), handle_(std::exchange(o.handle_, nullptr)) {}
+  PluginObject& operator=(PluginObject&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      ref_ = std::move(o.ref_);
+      vt_ = o.vt_;
+      handle_ = std::exchange(o.handle_, nullptr);
+    }
+    return *this;
+  }
+  ~PluginObject() { Reset(); }
+
+  const ComponentRef& component() const { return ref_; }
+  const VT& vtable() const { return *vt_; }
+  H* handle() const { return handle_; }
+  // "eviction lru"
+  std::string Describe() const { return std::string(KindName(ref_.kind())) + " " + ref_.name(); }
+
+ protected:
+  PluginObject(ComponentRef ref, H* handle)
+      : ref_(std::move(ref)), vt_(static_cast<const VT*>(ref_.vtable())), handle_(handle) {}
+
+  // Calls one entry; the message prefix ("eviction lru: score") is built
+  // only when the plugin reports an error.
+  template <class Entry>
+  Status Call(const char* what, Entry&& entry) const {
+    Status s = ref_.library->Call(what, std::forward<Entry>(entry));
+    return s.ok() ? s : Status(s.code(), Describe() + ": " + s.message());
+  }
+  // True when the plugin's vtable is large enough to hold `field` and it is
+  // set: how optional and newer-minor entries are reached (ABI rules 2-3).
+  template <class F>
+  bool Has(F VT::*field) const {
+    const VT probe{};
+    const size_t end = static_cast<size_t>(reinterpret_cast<const char*>(&(probe.*field)) -
+                                           reinterpret_cast<const char*>(&probe)) +
+                       sizeof(F);
+    return vt_->struct_size >= end && vt_->*field != nullptr;
+  }
+
+ private:
+  void Reset() {
+    if (handle_ != nullptr) vt_->destroy(handle_);
+    handle_ = nullptr;
+  }
+
+  ComponentRef ref_;
+  const VT* vt_ = nullptr;
+  H* handle_ = nullptr;
+};
+
+class EvictionPolicy : public PluginObject<sr_eviction_vtable, sr_eviction_policy> {
+ public:
+  static StatusOr<EvictionPolicy> Create(const ComponentRef& ref, const OptionList& options);
+  // Fills args.scores. See sr_eviction_vtable.score.
+  Status Score(const sr_eviction_score_args& args) const;
+  bool HasSelect() const { return Has(&sr_eviction_vtable::select); }
+  Status Select(const sr_eviction_select_args& args) const;
+
+ private:
+  using PluginObject::PluginObject;
+};
+
+class Sharder : public PluginObject<sr_sharder_vtable, sr_sharder> {
+ public:
+  static StatusOr<Sharder> Create(const ComponentRef& ref, const OptionList& options);
+  // The raw entry; args.shards may be too small (see sr_shard_table_args).
+  Status ShardTable(const sr_shard_table_args& args) const;
+  bool HasRouteIds() const { return Has(&sr_sharder_vtable::route_ids); }
+  bool HasEstimateStorage() const { return Has(&sr_sharder_vtable::estimate_storage); }
+
+ private:
+  using PluginObject::PluginObject;
+};
+
+class Kernel : public PluginObject<sr_kernel_vtable, sr_kernel> {
+ public:
+  static StatusOr<Kernel> Create(const ComponentRef& ref, const sr_kernel_create_args& args);
+  StatusOr<sr_kernel_table_info> TableInfo(int32_t table) const;
+  bool HasBackward() const { return Has(&sr_kernel_vtable::backward); }
+
+ private:
+  using PluginObject::PluginObject;
+};
+
+}  // namespace shardrec

@@ -1,0 +1,72 @@
+// The plugin registry: finds plugin libraries, loads each through
+// PluginLibrary (which validates it), skips a bad one with its reason and goes
+// on, and refuses a component whose (kind, name) another library already
+// provides, naming both files.
+//
+// Search order: explicit --plugin paths, then each --plugin-dir, then each
+// directory of SHARDREC_PLUGIN_PATH (colon-separated), then the directory
+// installed or built beside the host executable (DefaultPluginDir()). Within
+// a directory, files are taken in name order so results are reproducible.
+//
+// Thread-safety: Discover() is not thread-safe; the lookups are, once
+// discovery finished.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shardrec/core/host_services.h"
+#include "shardrec/core/plugin_library.h"
+#include "shardrec/core/status.h"
+
+namespace shardrec {
+
+struct DiscoveryOptions {
+  std::vector<std::filesystem::path> plugin_dirs;   // --plugin-dir, repeatable
+  std::vector<std::filesystem::path> plugin_files;  // --plugin, repeatable
+  bool use_environment = true;   // read SHARDREC_PLUGIN_PATH
+  bool use_default_dir = true;   // the directory beside the executable
+};
+
+// A library or directory that was not taken, and why.
+struct SkippedPlugin {
+  std::filesystem::path path;
+  Status reason;
+};
+
+class PluginRegistry {
+ public:
+  // `services` must outlive the registry and everything loaded from it.
+  explicit PluginRegistry(HostServices* services);
+
+  // Loads every plugin the options name. Never fails as a whole: problems
+  // become entries of skipped() and log lines.
+  void Discover(const DiscoveryOptions& options);
+  // Loads one library (also used by Discover). Error: why it was skipped
+  // (also recorded in skipped()).
+  Status LoadLibrary(const std::filesystem::path& path);
+
+  const std::vector<std::shared_ptr<PluginLibrary>>& libraries() const { return libraries_; }
+  const std::vector<SkippedPlugin>& skipped() const { return skipped_; }
+  std::vector<ComponentRef> Components() const;
+  std::vector<ComponentRef> Components(int32_t kind) const;
+
+  // The component of `kind` named `name`. Error NOT_FOUND lists the names
+  // that exist. With an empty name: the highest-priority component.
+  StatusOr<ComponentRef> Find(int32_t kind, const std::string& name) const;
+
+ private:
+  void Skip(const std::filesystem::path& path, Status reason);
+
+  HostServices* services_;
+  std::vector<std::shared_ptr<PluginLibrary>> libraries_;
+  std::vector<SkippedPlugin> skipped_;
+};
+
+// <dir of the running executable>/<relative plugin dir chosen at build time>:
+// the same relative path in the build tree and after `cmake --install`.
+std::filesystem::path DefaultPluginDir();
+
+}  // namespace shardrec

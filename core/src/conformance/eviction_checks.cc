@@ -1,0 +1,150 @@
+// Conformance checks for eviction policies: creation and option validation,
+// the score contract (one finite-or-minus-infinity score per entry, nothing
+// written past the end, deterministic, bad tensors refused without writing)
+// and, when present, select's capacity bound.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "recorder.h"
+#include "shardrec/core/dl_view.h"
+#include "shardrec/core/plugin_objects.h"
+
+namespace shardrec::conformance {
+namespace {
+
+constexpr double kGuard = -12345.678;
+
+// A small history: 5 resident slots and 4 candidates, with ties.
+struct History {
+  size_t resident = 5, candidates = 4;
+  std::vector<int64_t> counts{7, 3, 3, 1, 12, 2, 3, 1, 9};
+  std::vector<int64_t> last{10, 4, 4, 9, 1, 10, 10, 8, 10};
+  std::vector<int64_t> window{0, 1, 1, 0, 0, 2, 3, 1, 9};
+  size_t n() const { return resident + candidates; }
+};
+
+Status Score(const EvictionPolicy& p, const History& h, std::vector<double>& scores,
+             DLDataType scores_dtype = {kDLFloat, 64, 1}, int64_t counts_len = -1) {
+  const int64_t n = static_cast<int64_t>(h.n());
+  DLView counts(h.counts.data(), {counts_len < 0 ? n : counts_len});
+  DLView last(h.last.data(), {n});
+  DLView window(h.window.data(), {n});
+  DLView out(scores.data(), {n});
+  out->dtype = scores_dtype;
+  sr_eviction_score_args a{};
+  a.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
+  a.now = 11;
+  a.num_resident = h.resident;
+  a.num_candidates = h.candidates;
+  a.counts = counts.get();
+  a.last_access = last.get();
+  a.window_counts = window.get();
+  a.metadata = nullptr;
+  a.scores = out.get();
+  return p.Score(a);
+}
+
+int64_t MetadataColumns(const ComponentRef& ref) {
+  const sr_named_value_list& attrs = ref.component->attributes;
+  for (size_t i = 0; i < attrs.count; ++i) {
+    if (std::strcmp(attrs.values[i].name, "metadata_columns") == 0 &&
+        attrs.values[i].type == SR_VALUE_INT64) {
+      return attrs.values[i].value.int64_value;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void CheckEviction(const ComponentRef& ref, const OptionList& options, Recorder& rec) {
+  auto bad = EvictionPolicy::Create(ref, UnknownOption());
+  rec.ExpectError(bad.status(), SR_INVALID_ARGUMENT, "create refuses an unknown option");
+
+  auto created = EvictionPolicy::Create(ref, options);
+  if (!rec.ExpectOk(created.status(), "create with the given options")) return;
+  const EvictionPolicy& policy = created.value();
+
+  if (MetadataColumns(ref) > 0) {
+    rec.Skip("score contract", "policies with their own metadata columns need a metadata tensor; "
+                               "the kit checks metadata-free policies only");
+    return;
+  }
+
+  History h;
+  // Empty input: nothing to score, and no failure.
+  {
+    History empty;
+    empty.resident = empty.candidates = 0;
+    std::vector<double> s(1, kGuard);
+    Status st = Score(policy, empty, s);
+    rec.Expect(st.ok() && s[0] == kGuard, "score accepts zero entries and writes nothing",
+               st.ok() ? "wrote past the end" : st.ToString());
+  }
+
+  std::vector<double> first(h.n() + 1, kGuard);
+  Status st = Score(policy, h, first);
+  if (!rec.ExpectOk(st, "score 5 resident + 4 candidate entries")) return;
+  bool finite = true;
+  for (size_t i = 0; i < h.n(); ++i) {
+    finite = finite && !std::isnan(first[i]) && first[i] != std::numeric_limits<double>::infinity();
+  }
+  rec.Expect(finite, "every score is a number (finite or -inf)", "a score is NaN or +inf");
+  rec.Expect(first[h.n()] == kGuard, "nothing written past the end of scores",
+             "the guard value after the last score changed");
+
+  std::vector<double> second(h.n() + 1, kGuard);
+  st = Score(policy, h, second);
+  rec.Expect(st.ok() && std::memcmp(first.data(), second.data(), h.n() * sizeof(double)) == 0,
+             "deterministic: equal inputs give equal scores",
+             st.ok() ? "two calls gave different scores" : st.ToString());
+
+  std::vector<double> untouched(h.n() + 1, kGuard);
+  st = Score(policy, h, untouched, DLDataType{kDLFloat, 32, 1});
+  rec.ExpectError(st, SR_INVALID_ARGUMENT, "score refuses a float32 scores tensor");
+  st = Score(policy, h, untouched, DLDataType{kDLFloat, 64, 1}, static_cast<int64_t>(h.n()) - 1);
+  rec.ExpectError(st, SR_INVALID_ARGUMENT, "score refuses counts of the wrong length");
+  bool clean = true;
+  for (double v : untouched) clean = clean && v == kGuard;
+  rec.Expect(clean, "a refused call writes nothing", "scores changed by a refused call");
+
+  if (!policy.HasSelect()) {
+    rec.Pass("select absent: the host keeps the highest scores");
+    return;
+  }
+  std::vector<uint8_t> keep(h.n() + 1, 7);
+  DLView counts(h.counts.data(), {static_cast<int64_t>(h.n())});
+  DLView last(h.last.data(), {static_cast<int64_t>(h.n())});
+  DLView window(h.window.data(), {static_cast<int64_t>(h.n())});
+  DLView scores(first.data(), {static_cast<int64_t>(h.n())});
+  DLView keep_view(keep.data(), {static_cast<int64_t>(h.n())});
+  sr_eviction_score_args sa{};
+  sa.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
+  sa.now = 11;
+  sa.num_resident = h.resident;
+  sa.num_candidates = h.candidates;
+  sa.counts = counts.get();
+  sa.last_access = last.get();
+  sa.window_counts = window.get();
+  sa.scores = scores.get();
+  sr_eviction_select_args sel{};
+  sel.struct_size = SR_STRUCT_SIZE(sr_eviction_select_args, keep);
+  sel.scored = &sa;
+  sel.capacity = h.resident;
+  sel.keep = keep_view.get();
+  st = policy.Select(sel);
+  if (!rec.ExpectOk(st, "select within capacity")) return;
+  size_t kept = 0;
+  bool binary = true;
+  for (size_t i = 0; i < h.n(); ++i) {
+    kept += keep[i] == 1;
+    binary = binary && keep[i] <= 1;
+  }
+  rec.Expect(binary && kept <= h.resident && keep[h.n()] == 7,
+             "select keeps at most capacity entries, writes 0/1, nothing past the end",
+             "kept " + std::to_string(kept) + " of capacity " + std::to_string(h.resident));
+}
+
+}  // namespace shardrec::conformance

@@ -1,0 +1,154 @@
+// Discovery of plugin libraries (ABI rule 10).
+#include "shardrec/core/plugin_registry.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "boost_dll.h"
+
+#ifndef SHARDREC_PLUGIN_RELDIR
+#error "SHARDREC_PLUGIN_RELDIR must be defined by the build"
+#endif
+
+namespace shardrec {
+
+namespace fs = std::filesystem;
+
+PluginRegistry::PluginRegistry(HostServices* services) : services_(services) {}
+
+void PluginRegistry::Skip(const fs::path& path, Status reason) {
+  spdlog::warn("skipping plugin {}: {}", path.string(), reason.message());
+  skipped_.push_back(SkippedPlugin{path, std::move(reason)});
+}
+
+Status PluginRegistry::LoadLibrary(const fs::path& path) {
+  auto loaded = PluginLibrary::Load(path, services_->api());
+  if (!loaded.ok()) {
+    Skip(path, loaded.status());
+    return loaded.status();
+  }
+  std::shared_ptr<PluginLibrary> lib = std::move(loaded).value();
+  for (const auto& other : libraries_) {
+    if (fs::equivalent(other->path(), lib->path())) {
+      spdlog::debug("plugin {} already loaded", lib->path().string());
+      return Status::Ok();
+    }
+  }
+  // Refuse the whole library when one of its components is already provided:
+  // taking half a library would leave the user guessing which code runs.
+  for (const ComponentRef& mine : lib->Components()) {
+    for (const auto& other : libraries_) {
+      for (const ComponentRef& theirs : other->Components()) {
+        if (theirs.kind() == mine.kind() && theirs.name() == mine.name()) {
+          Status dup = AlreadyExistsError(std::string("duplicate ") + KindName(mine.kind()) +
+                                          " component '" + mine.name() + "': provided by both " +
+                                          other->path().string() + " and " +
+                                          lib->path().string());
+          Skip(lib->path(), dup);
+          return dup;
+        }
+      }
+    }
+  }
+  spdlog::debug("loaded plugin {} ({} components)", lib->path().string(),
+                lib->api().num_components);
+  libraries_.push_back(std::move(lib));
+  return Status::Ok();
+}
+
+void PluginRegistry::Discover(const DiscoveryOptions& options) {
+  std::vector<fs::path> dirs = options.plugin_dirs;
+  if (options.use_environment) {
+    if (const char* env = std::getenv("SHARDREC_PLUGIN_PATH"); env != nullptr) {
+      std::stringstream ss(env);
+      std::string item;
+      while (std::getline(ss, item, ':')) {
+        if (!item.empty()) dirs.emplace_back(item);
+      }
+    }
+  }
+  if (options.use_default_dir) {
+    const fs::path def = DefaultPluginDir();
+    std::error_code ec;
+    if (fs::is_directory(def, ec)) dirs.push_back(def);  // absent beside a bare binary: fine
+  }
+
+  for (const fs::path& file : options.plugin_files) (void)LoadLibrary(file);
+
+  std::vector<fs::path> seen_dirs;
+  for (const fs::path& dir : dirs) {
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) {
+      Skip(dir, NotFoundError("plugin directory does not exist"));
+      continue;
+    }
+    if (!fs::is_directory(dir, ec)) {
+      Skip(dir, InvalidArgumentError("plugin directory is not a directory"));
+      continue;
+    }
+    const fs::path canon = fs::canonical(dir, ec);
+    if (std::find(seen_dirs.begin(), seen_dirs.end(), canon) != seen_dirs.end()) continue;
+    seen_dirs.push_back(canon);
+
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      // Only files that claim to be plugins are tried; other files in a
+      // plugin directory (READMEs, versioned sonames) are none of our business.
+      if (name.rfind("libshardrec_", 0) == 0 && entry.path().extension() == ".so") {
+        files.push_back(entry.path());
+      }
+    }
+    if (ec) {
+      Skip(dir, UnavailableError("cannot list plugin directory: " + ec.message()));
+      continue;
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) (void)LoadLibrary(f);
+  }
+}
+
+std::vector<ComponentRef> PluginRegistry::Components() const {
+  std::vector<ComponentRef> out;
+  for (const auto& lib : libraries_) {
+    for (ComponentRef& c : lib->Components()) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<ComponentRef> PluginRegistry::Components(int32_t kind) const {
+  std::vector<ComponentRef> out;
+  for (ComponentRef& c : Components()) {
+    if (c.kind() == kind) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+StatusOr<ComponentRef> PluginRegistry::Find(int32_t kind, const std::string& name) const {
+  std::vector<ComponentRef> candidates = Components(kind);
+  if (name.empty()) {
+    if (candidates.empty()) {
+      return NotFoundError(std::string("no ") + KindName(kind) + " plugin was found");
+    }
+    return *std::max_element(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+      return a.component->priority < b.component->priority;
+    });
+  }
+  std::string names;
+  for (const ComponentRef& c : candidates) {
+    if (c.name() == name) return c;
+    names += (names.empty() ? "" : ", ") + c.name();
+  }
+  return NotFoundError(std::string("unknown ") + KindName(kind) + " '" + name +
+                       "' (available: " + (names.empty() ? "none" : names) + ")");
+}
+
+fs::path DefaultPluginDir() {
+  const fs::path exe_dir(boost::dll::program_location().parent_path().string());
+  return (exe_dir / SHARDREC_PLUGIN_RELDIR).lexically_normal();
+}
+
+}  // namespace shardrec

@@ -1,0 +1,99 @@
+// Command-line plumbing shared by the subcommands (see cli.h).
+#include "cli.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+
+namespace shardrec::cli {
+
+void AddGlobalOptions(po::options_description& desc, GlobalOptions* g) {
+  desc.add_options()
+      ("help,h", "show this help and exit")
+      ("plugin-dir", po::value(&g->plugin_dirs)->composing(),
+       "directory to scan for libshardrec_<kind>_<name>.so plugins (repeatable; "
+       "SHARDREC_PLUGIN_PATH adds more, colon-separated)")
+      ("plugin", po::value(&g->plugins)->composing(),
+       "load this plugin library explicitly (repeatable)")
+      ("no-default-plugins", po::bool_switch(&g->no_default_plugins),
+       "do not scan the plugin directory installed beside this program")
+      ("plugin-opt", po::value(&g->plugin_opts)->composing(),
+       "option for one component, KIND.NAME.KEY=VALUE, e.g. eviction.lru.decay_exponent=2 "
+       "(repeatable)")
+      ("config", po::value(&g->config),
+       "read options from this file: one 'key = value' a line, keys as the long flags")
+      ("log-level", po::value(&g->log_level)->default_value("warn"),
+       "trace, debug, info, warn, error or off")
+      ("json", po::bool_switch(&g->json), "print results as one JSON object on the last line");
+}
+
+namespace {
+
+// SHARDREC_PLUGIN_DIR -> plugin-dir, for options that exist in `desc`.
+// SHARDREC_PLUGIN_PATH is read by the registry itself, not here.
+std::string EnvToOption(const po::options_description& desc, const std::string& env) {
+  const std::string prefix = "SHARDREC_";
+  if (env.rfind(prefix, 0) != 0 || env == "SHARDREC_PLUGIN_PATH") return "";
+  std::string name = env.substr(prefix.size());
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) {
+    return c == '_' ? '-' : static_cast<char>(std::tolower(c));
+  });
+  return desc.find_nothrow(name, false) ? name : "";
+}
+
+}  // namespace
+
+bool Parse(const std::string& command, const std::vector<std::string>& args,
+           po::options_description& desc, const po::positional_options_description* positional,
+           po::variables_map* vm, int* exit_code, const std::string& usage_tail) {
+  try {
+    po::command_line_parser parser(args);
+    parser.options(desc);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), *vm);
+    if (vm->count("help")) {
+      std::cout << "usage: shardrec " << command << " [options]" << usage_tail << "\n\n"
+                << desc << "\n";
+      *exit_code = kExitOk;
+      return false;
+    }
+    if (vm->count("config")) {
+      const std::string path = (*vm)["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) throw po::error("cannot open config file '" + path + "'");
+      po::store(po::parse_config_file(in, desc), *vm);
+    }
+    po::store(po::parse_environment(desc, [&](const std::string& env) { return EnvToOption(desc, env); }),
+              *vm);
+    po::notify(*vm);
+  } catch (const po::error& e) {
+    std::cerr << "shardrec " << command << ": " << e.what() << "\n"
+              << "Try 'shardrec " << command << " --help'.\n";
+    *exit_code = kExitUsage;
+    return false;
+  }
+  return true;
+}
+
+Status ApplyGlobals(const GlobalOptions& g, PluginOptions* options) {
+  const spdlog::level::level_enum level = spdlog::level::from_str(g.log_level);
+  if (level == spdlog::level::off && g.log_level != "off") {
+    return InvalidArgumentError("--log-level '" + g.log_level +
+                                "' is not one of trace, debug, info, warn, error, off");
+  }
+  spdlog::set_level(level);
+  for (const std::string& flag : g.plugin_opts) SR_RETURN_IF_ERROR(options->Add(flag));
+  return Status::Ok();
+}
+
+DiscoveryOptions MakeDiscovery(const GlobalOptions& g) {
+  DiscoveryOptions d;
+  for (const auto& p : g.plugin_dirs) d.plugin_dirs.emplace_back(p);
+  for (const auto& p : g.plugins) d.plugin_files.emplace_back(p);
+  d.use_default_dir = !g.no_default_plugins;
+  return d;
+}
+
+}  // namespace shardrec::cli

@@ -1,0 +1,63 @@
+// Shared command-line plumbing of the `shardrec` host: the global options
+// every subcommand takes, parsing from flags, a config file and SHARDREC_*
+// environment variables (in that order of precedence), and building the
+// plugin registry from them.
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <string>
+#include <vector>
+
+#include "shardrec/core/host_services.h"
+#include "shardrec/core/plugin_options.h"
+#include "shardrec/core/plugin_registry.h"
+#include "shardrec/core/status.h"
+
+namespace shardrec::cli {
+
+namespace po = boost::program_options;
+
+// Exit codes of every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+struct GlobalOptions {
+  std::vector<std::string> plugin_dirs;
+  std::vector<std::string> plugins;
+  std::vector<std::string> plugin_opts;
+  bool no_default_plugins = false;
+  std::string config;
+  std::string log_level = "warn";
+  bool json = false;
+};
+
+// One subcommand: the words that select it ("plugins list"), a one-line
+// summary for `shardrec --help`, and its entry point. `args` are the words
+// after the command's own.
+struct Command {
+  std::string words;
+  std::string summary;
+  int (*run)(const std::vector<std::string>& args);
+};
+const std::vector<Command>& Commands();
+
+// Adds the global options to `desc`, bound to `g`.
+void AddGlobalOptions(po::options_description& desc, GlobalOptions* g);
+
+// Parses `args` against `desc` (plus `positional`), then the config file named
+// by --config and SHARDREC_* variables. Returns false after printing help
+// (with --help, *exit_code = kExitOk) or an error (*exit_code = kExitUsage).
+bool Parse(const std::string& command, const std::vector<std::string>& args,
+           po::options_description& desc, const po::positional_options_description* positional,
+           po::variables_map* vm, int* exit_code, const std::string& usage_tail = "");
+
+// Sets the log level and collects --plugin-opt values. Error: a malformed
+// flag, naming it.
+Status ApplyGlobals(const GlobalOptions& g, PluginOptions* options);
+
+// Discovery options from the global flags.
+DiscoveryOptions MakeDiscovery(const GlobalOptions& g);
+
+}  // namespace shardrec::cli

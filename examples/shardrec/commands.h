@@ -1,0 +1,15 @@
+// Entry points of the `shardrec` subcommands; each returns a process exit
+// code (cli::kExit*). `args` are the words after the command's own words.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace shardrec::cli {
+
+int RunDefault(const std::vector<std::string>& args);       // no subcommand
+int RunPluginsList(const std::vector<std::string>& args);   // plugins list
+int RunPluginsCheck(const std::vector<std::string>& args);  // plugins check
+int RunBenchAbi(const std::vector<std::string>& args);      // bench abi
+
+}  // namespace shardrec::cli

@@ -1,0 +1,91 @@
+// `shardrec`: the host program. It finds plugins, and runs jobs made of them.
+// Subcommands are chosen by their leading words; everything after them is
+// parsed by that subcommand (see cli.h). With no subcommand it runs the
+// embedded default job.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "commands.h"
+#include "shardrec/core/version.h"
+
+namespace shardrec::cli {
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+      {"plugins list", "list the plugins found: kind, name, version, library, ABI, capabilities",
+       &RunPluginsList},
+      {"plugins check", "run the conformance kit on plugin libraries given by path",
+       &RunPluginsCheck},
+      {"bench abi", "cost of one call through the plugin ABI vs a C++ virtual call",
+       &RunBenchAbi},
+  };
+  return commands;
+}
+
+namespace {
+
+void PrintTopHelp() {
+  std::cout << "shardrec " << kShardrecVersion
+            << " - sharded embedding tables: a host plus plugins (sharders, compute kernels,\n"
+               "comm backends, eviction policies) behind one stable C ABI.\n\n"
+               "usage: shardrec [COMMAND] [options]\n\n"
+               "With no command, shardrec runs its embedded default job: it lists the plugins it\n"
+               "found and runs the conformance kit on each of them.\n\n"
+               "commands:\n";
+  for (const Command& c : Commands()) {
+    std::cout << "  " << c.words << std::string(16 - std::min<size_t>(15, c.words.size()), ' ')
+              << c.summary << "\n";
+  }
+  std::cout << "\n'shardrec COMMAND --help' shows a command's options. Every option can also be\n"
+               "given in a --config file (key = value) or as SHARDREC_<OPTION> in the\n"
+               "environment (e.g. SHARDREC_PLUGIN_DIR); flags win over the file, the file over\n"
+               "the environment. Plugins are found in --plugin-dir, SHARDREC_PLUGIN_PATH and the\n"
+               "directory installed beside this program.\n";
+}
+
+// The first tokens that are not options select the command, if they name one.
+int Dispatch(const std::vector<std::string>& args) {
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
+    PrintTopHelp();
+    return kExitOk;
+  }
+  if (args.size() == 1 && args[0] == "--version") {
+    std::cout << "shardrec " << kShardrecVersion << " (plugin ABI " << SR_ABI_MAJOR << "."
+              << SR_ABI_MINOR << ")\n";
+    return kExitOk;
+  }
+  for (const Command& c : Commands()) {
+    std::vector<std::string> words;
+    for (size_t start = 0, end; start < c.words.size(); start = end + 1) {
+      end = c.words.find(' ', start);
+      if (end == std::string::npos) end = c.words.size();
+      words.push_back(c.words.substr(start, end - start));
+    }
+    if (args.size() >= words.size() &&
+        std::equal(words.begin(), words.end(), args.begin())) {
+      return c.run(std::vector<std::string>(args.begin() + words.size(), args.end()));
+    }
+  }
+  if (!args.empty() && args[0].rfind("-", 0) != 0) {
+    std::cerr << "shardrec: unknown command '" << args[0] << (args.size() > 1 ? " " + args[1] : "")
+              << "'. Commands:\n";
+    for (const Command& c : Commands()) std::cerr << "  " << c.words << "\n";
+    std::cerr << "Try 'shardrec --help'.\n";
+    return kExitUsage;
+  }
+  return RunDefault(args);
+}
+
+}  // namespace
+}  // namespace shardrec::cli
+
+int main(int argc, char** argv) {
+  try {
+    return shardrec::cli::Dispatch(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::exception& e) {
+    std::cerr << "shardrec: internal error: " << e.what() << "\n";
+    return shardrec::cli::kExitFailure;
+  }
+}

@@ -1,0 +1,42 @@
+// Device discovery and a smoke-test kernel (see device_probe.h).
+#include <cuda_runtime.h>
+
+#include "device_probe.h"
+
+namespace shardrec::cuda {
+namespace {
+
+__global__ void WriteAnswer(int* out) { *out = 42; }
+
+std::string Describe(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
+
+}  // namespace
+
+int CountDevices(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = "no CUDA device (" + Describe(e) + ")";
+    cudaGetLastError();  // clear the sticky error
+    return 0;
+  }
+  if (n == 0 && why) *why = "no CUDA device (the driver reports 0 devices)";
+  return n;
+}
+
+std::string SmokeTest(int device) {
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) return Describe(e);
+  int* d = nullptr;
+  if ((e = cudaMalloc(&d, sizeof(int))) != cudaSuccess) return Describe(e);
+  WriteAnswer<<<1, 1>>>(d);
+  int h = 0;
+  e = cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost);
+  cudaFree(d);
+  if (e != cudaSuccess) return Describe(e);
+  return h == 42 ? std::string() : "smoke-test kernel wrote " + std::to_string(h);
+}
+
+}  // namespace shardrec::cuda
