@@ -4,6 +4,7 @@
 // only checks the shape of the flag.
 #pragma once
 
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <utility>
@@ -19,6 +20,8 @@ class OptionList {
  public:
   OptionList() = default;
   explicit OptionList(std::vector<std::pair<std::string, std::string>> items);
+  OptionList(std::initializer_list<std::pair<std::string, std::string>> items)
+      : OptionList(std::vector<std::pair<std::string, std::string>>(items)) {}
   OptionList(const OptionList& other) : OptionList(other.items_) {}
   OptionList& operator=(const OptionList& other);
 

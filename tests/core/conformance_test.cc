@@ -1,0 +1,60 @@
+// The conformance kit passes well-behaved plugins and catches broken ones:
+// a kit that cannot fail proves nothing.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "fixture_paths.h"
+#include "shardrec/core/conformance.h"
+#include "shardrec/core/plugin_registry.h"
+
+namespace shardrec {
+namespace {
+
+using testing::Fixture;
+
+std::vector<ConformanceCheck> Check(const std::filesystem::path& path) {
+  static HostServices services;
+  PluginRegistry registry(&services);
+  Status s = registry.LoadLibrary(path);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (!s.ok()) return {};
+  return RunConformance(registry.libraries()[0], PluginOptions());
+}
+
+std::set<std::string> Failed(const std::vector<ConformanceCheck>& checks) {
+  std::set<std::string> failed;
+  for (const auto& c : checks) {
+    if (c.result == CheckResult::kFail) failed.insert(c.check + " (" + c.detail + ")");
+  }
+  return failed;
+}
+
+TEST(Conformance, BuiltinEvictionPoliciesPass) {
+  auto checks = Check(std::filesystem::path(SHARDREC_BUILT_PLUGIN_DIR) /
+                      "libshardrec_eviction_builtin.so");
+  EXPECT_GE(checks.size(), 30u);
+  EXPECT_TRUE(Failed(checks).empty()) << *Failed(checks).begin();
+}
+
+TEST(Conformance, FixtureBundleWithSharderAndPolicyPasses) {
+  auto checks = Check(Fixture("good", "bundle", "fixture"));
+  EXPECT_TRUE(Failed(checks).empty()) << *Failed(checks).begin();
+  bool saw_sharder = false;
+  for (const auto& c : checks) saw_sharder |= c.check.find("placement valid") != std::string::npos;
+  EXPECT_TRUE(saw_sharder);
+}
+
+TEST(Conformance, SloppyPluginFails) {
+  auto checks = Check(Fixture("nonconforming", "eviction", "sloppy"));
+  std::set<std::string> names;
+  for (const auto& c : checks) {
+    if (c.result == CheckResult::kFail) names.insert(c.check);
+  }
+  EXPECT_TRUE(names.count("create refuses an unknown option"));
+  EXPECT_TRUE(names.count("every score is a number (finite or -inf)"));
+  EXPECT_TRUE(names.count("score refuses a float32 scores tensor"));
+}
+
+}  // namespace
+}  // namespace shardrec

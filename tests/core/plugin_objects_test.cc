@@ -1,0 +1,120 @@
+// The C++ wrappers: statuses become Status values with the component named,
+// an exception a plugin lets escape is contained, handles are destroyed, and
+// options reach the component.
+#include <gtest/gtest.h>
+
+#include "fixture_paths.h"
+#include "shardrec/core/dl_view.h"
+#include "shardrec/core/plugin_objects.h"
+#include "shardrec/core/plugin_registry.h"
+
+namespace shardrec {
+namespace {
+
+using testing::Fixture;
+
+class PluginObjectsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DiscoveryOptions d;
+    d.plugin_files = {Fixture("good", "bundle", "fixture"),
+                      Fixture("score_throws", "eviction", "scorethrows")};
+    d.use_environment = false;
+    d.use_default_dir = false;
+    registry_.Discover(d);
+    ASSERT_EQ(registry_.libraries().size(), 2u);
+  }
+  HostServices services_;
+  PluginRegistry registry_{&services_};
+};
+
+TEST_F(PluginObjectsTest, ExceptionEscapingAnEntryBecomesInternal) {
+  auto ref = registry_.Find(SR_KIND_EVICTION, "raw_policy");
+  ASSERT_TRUE(ref.ok());
+  auto policy = EvictionPolicy::Create(ref.value(), OptionList());
+  ASSERT_TRUE(policy.ok());
+  std::vector<int64_t> v(1);
+  std::vector<double> s(1);
+  DLView c(v.data(), {1}), out(s.data(), {1});
+  sr_eviction_score_args a{};
+  a.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
+  a.num_candidates = 1;
+  a.counts = a.last_access = a.window_counts = c.get();
+  a.scores = out.get();
+  Status st = policy->Score(a);
+  EXPECT_EQ(st.code(), SR_INTERNAL);
+  EXPECT_EQ(st.message(),
+            "eviction raw_policy: score: the plugin threw an exception across the C boundary");
+}
+
+TEST_F(PluginObjectsTest, PluginErrorKeepsItsCodeAndNamesTheComponent) {
+  auto ref = registry_.Find(SR_KIND_EVICTION, "fixture_recency");
+  ASSERT_TRUE(ref.ok());
+  auto policy = EvictionPolicy::Create(ref.value(), OptionList());
+  ASSERT_TRUE(policy.ok());
+  std::vector<int64_t> v(2);
+  std::vector<float> wrong(2);
+  DLView c(v.data(), {2}), out(wrong.data(), {2});
+  sr_eviction_score_args a{};
+  a.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
+  a.num_candidates = 2;
+  a.counts = a.last_access = a.window_counts = c.get();
+  a.scores = out.get();
+  Status st = policy->Score(a);
+  EXPECT_EQ(st.code(), SR_INVALID_ARGUMENT);
+  EXPECT_EQ(st.message(),
+            "eviction fixture_recency: score: scores: expected dtype float64, got float32");
+}
+
+TEST_F(PluginObjectsTest, OptionsReachTheComponentAndUnknownOnesAreRefused) {
+  auto ref = registry_.Find(SR_KIND_SHARDER, "fixture_one_rank");
+  ASSERT_TRUE(ref.ok());
+  auto bad = Sharder::Create(ref.value(), OptionList({{"rank_from_end", "x"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("option 'rank_from_end' must be an integer, got 'x'"),
+            std::string::npos)
+      << bad.status().message();
+  auto typo = Sharder::Create(ref.value(), OptionList({{"rank_form_end", "2"}}));
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("unknown option 'rank_form_end' (accepted: rank_from_end)"),
+            std::string::npos)
+      << typo.status().message();
+
+  auto sharder = Sharder::Create(ref.value(), OptionList({{"rank_from_end", "2"}}));
+  ASSERT_TRUE(sharder.ok()) << sharder.status().ToString();
+  sr_table_desc t{};
+  t.struct_size = SR_STRUCT_SIZE(sr_table_desc, state_bytes_per_row);
+  t.name = "t";
+  t.num_rows = 10;
+  t.num_cols = 4;
+  sr_topology topo{};
+  topo.struct_size = SR_STRUCT_SIZE(sr_topology, memory_bytes_per_rank);
+  topo.world_size = 3;
+  topo.ranks_per_host = 3;
+  sr_shard shard{};
+  size_t n = 0;
+  int32_t placement = -1;
+  sr_shard_table_args a{};
+  a.struct_size = SR_STRUCT_SIZE(sr_shard_table_args, placement);
+  a.table = &t;
+  a.topology = &topo;
+  a.shards = &shard;
+  a.shards_capacity = 1;
+  a.num_shards = &n;
+  a.placement = &placement;
+  ASSERT_TRUE(sharder->ShardTable(a).ok());
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(shard.rank, 1);  // world 3, second from the end
+  EXPECT_EQ(placement, SR_PLACEMENT_GRID);
+}
+
+TEST_F(PluginObjectsTest, CreatingTheWrongKindIsRefused) {
+  auto ref = registry_.Find(SR_KIND_SHARDER, "fixture_one_rank");
+  ASSERT_TRUE(ref.ok());
+  auto wrong = EvictionPolicy::Create(ref.value(), OptionList());
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().message(), "component 'fixture_one_rank' is a sharder, not a eviction");
+}
+
+}  // namespace
+}  // namespace shardrec
