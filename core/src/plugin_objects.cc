@@ -80,4 +80,87 @@ StatusOr<sr_kernel_table_info> Kernel::TableInfo(int32_t table) const {
   return info;
 }
 
+Status Kernel::Forward(const sr_kernel_forward_args& args) const {
+  return Call("forward", [&] { return vtable().forward(handle(), &args); });
+}
+
+Status Kernel::Backward(const sr_kernel_backward_args& args) const {
+  if (!HasBackward()) return UnimplementedError(Describe() + ": inference only (no backward entry)");
+  return Call("backward", [&] { return vtable().backward(handle(), &args); });
+}
+
+Status Kernel::ReadRows(const sr_kernel_rows_args& args) const {
+  return Call("read_rows", [&] { return vtable().read_rows(handle(), &args); });
+}
+
+Status Kernel::WriteRows(const sr_kernel_rows_args& args) const {
+  return Call("write_rows", [&] { return vtable().write_rows(handle(), &args); });
+}
+
+Status Kernel::ResetRows(const sr_kernel_rows_args& args) const {
+  return Call("reset_rows", [&] { return vtable().reset_rows(handle(), &args); });
+}
+
+CommRequest::~CommRequest() {
+  if (request_ != nullptr) vt().request_destroy(request_);
+}
+
+StatusOr<bool> CommRequest::Test() const {
+  int32_t done = 0;
+  Status s = ref_.library->Call("request test", [&] { return vt().request_test(request_, &done); });
+  if (!s.ok()) return Status(s.code(), "comm " + ref_.name() + ": " + s.message());
+  return done != 0;
+}
+
+Status CommRequest::Wait(int64_t timeout_ms) const {
+  Status s =
+      ref_.library->Call("request wait", [&] { return vt().request_wait(request_, timeout_ms); });
+  return s.ok() ? s : Status(s.code(), "comm " + ref_.name() + ": " + s.message());
+}
+
+StatusOr<Communicator> Communicator::Create(const ComponentRef& ref,
+                                            const sr_comm_create_args& args) {
+  SR_RETURN_IF_ERROR(CheckKind(ref, SR_KIND_COMM));
+  auto* vt = static_cast<const sr_comm_vtable*>(ref.vtable());
+  SR_ASSIGN_OR_RETURN(sr_communicator * h, CreateHandle<sr_communicator>(ref, [&](auto** out) {
+                        return vt->create(&args, out);
+                      }));
+  return Communicator(ref, h);
+}
+
+StatusOr<Communicator> Communicator::Split(int32_t color, int32_t key) const {
+  sr_communicator* sub = nullptr;
+  SR_RETURN_IF_ERROR(Call("split", [&] { return vtable().split(handle(), color, key, &sub); }));
+  if (sub == nullptr) return InternalError(Describe() + ": split returned success but no communicator");
+  return Communicator(component(), sub);
+}
+
+template <class Entry>
+StatusOr<CommRequest> Communicator::Post(const char* what, Entry&& entry) const {
+  sr_request* request = nullptr;
+  SR_RETURN_IF_ERROR(Call(what, [&] { return entry(&request); }));
+  if (request == nullptr) return InternalError(Describe() + ": " + what + " returned no request");
+  return CommRequest(component(), request);
+}
+
+StatusOr<CommRequest> Communicator::AllToAllV(const sr_collective_args& args) const {
+  return Post("all_to_all_v", [&](sr_request** r) { return vtable().all_to_all_v(handle(), &args, r); });
+}
+StatusOr<CommRequest> Communicator::ReduceScatterV(const sr_collective_args& args) const {
+  return Post("reduce_scatter_v",
+              [&](sr_request** r) { return vtable().reduce_scatter_v(handle(), &args, r); });
+}
+StatusOr<CommRequest> Communicator::AllGatherV(const sr_collective_args& args) const {
+  return Post("all_gather_v", [&](sr_request** r) { return vtable().all_gather_v(handle(), &args, r); });
+}
+StatusOr<CommRequest> Communicator::AllReduce(const sr_collective_args& args) const {
+  return Post("all_reduce", [&](sr_request** r) { return vtable().all_reduce(handle(), &args, r); });
+}
+StatusOr<CommRequest> Communicator::Broadcast(const sr_collective_args& args) const {
+  return Post("broadcast", [&](sr_request** r) { return vtable().broadcast(handle(), &args, r); });
+}
+StatusOr<CommRequest> Communicator::Barrier() const {
+  return Post("barrier", [&](sr_request** r) { return vtable().barrier(handle(), r); });
+}
+
 }  // namespace shardrec

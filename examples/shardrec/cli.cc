@@ -77,6 +77,10 @@ bool Parse(const std::string& command, const std::vector<std::string>& args,
   return true;
 }
 
+namespace {
+
+// Sets the log level and collects --plugin-opt values. Error: a malformed
+// flag, naming it.
 Status ApplyGlobals(const GlobalOptions& g, PluginOptions* options) {
   const spdlog::level::level_enum level = spdlog::level::from_str(g.log_level);
   if (level == spdlog::level::off && g.log_level != "off") {
@@ -88,12 +92,22 @@ Status ApplyGlobals(const GlobalOptions& g, PluginOptions* options) {
   return Status::Ok();
 }
 
-DiscoveryOptions MakeDiscovery(const GlobalOptions& g) {
-  DiscoveryOptions d;
-  for (const auto& p : g.plugin_dirs) d.plugin_dirs.emplace_back(p);
-  for (const auto& p : g.plugins) d.plugin_files.emplace_back(p);
-  d.use_default_dir = !g.no_default_plugins;
-  return d;
+}  // namespace
+
+bool OpenSession(const std::string& command, const GlobalOptions& g, bool discover,
+                 HostSession* session) {
+  if (Status s = ApplyGlobals(g, &session->plugin_options); !s.ok()) {
+    std::cerr << "shardrec " << command << ": " << s.message() << "\n";
+    return false;
+  }
+  if (discover) {
+    DiscoveryOptions d;
+    for (const auto& p : g.plugin_dirs) d.plugin_dirs.emplace_back(p);
+    for (const auto& p : g.plugins) d.plugin_files.emplace_back(p);
+    d.use_default_dir = !g.no_default_plugins;
+    session->registry.Discover(d);
+  }
+  return true;
 }
 
 }  // namespace shardrec::cli

@@ -53,11 +53,17 @@ bool Parse(const std::string& command, const std::vector<std::string>& args,
            po::options_description& desc, const po::positional_options_description* positional,
            po::variables_map* vm, int* exit_code, const std::string& usage_tail = "");
 
-// Sets the log level and collects --plugin-opt values. Error: a malformed
-// flag, naming it.
-Status ApplyGlobals(const GlobalOptions& g, PluginOptions* options);
+// What every command that uses plugins sets up: the host services, the
+// users' plugin options, and the registry.
+struct HostSession {
+  HostServices services;
+  PluginOptions plugin_options;
+  PluginRegistry registry{&services};
+};
 
-// Discovery options from the global flags.
-DiscoveryOptions MakeDiscovery(const GlobalOptions& g);
+// Applies the global flags to `session` and, when `discover`, finds the
+// plugins they name. On a malformed flag prints the error and returns false.
+bool OpenSession(const std::string& command, const GlobalOptions& g, bool discover,
+                 HostSession* session);
 
 }  // namespace shardrec::cli

@@ -36,20 +36,14 @@ int RunBenchAbi(const std::vector<std::string>& args) {
   std::cerr << "shardrec bench abi: built without Google Benchmark (apt-get install libbenchmark-dev)\n";
   return kExitFailure;
 #else
-  PluginOptions plugin_options;
-  if (Status s = ApplyGlobals(g, &plugin_options); !s.ok()) {
-    std::cerr << "shardrec bench abi: " << s.message() << "\n";
-    return kExitUsage;
-  }
-  HostServices services;
-  PluginRegistry registry(&services);
-  registry.Discover(MakeDiscovery(g));
-  auto ref = registry.Find(SR_KIND_EVICTION, policy_name);
+  HostSession session;
+  if (!OpenSession("bench abi", g, /*discover=*/true, &session)) return kExitUsage;
+  auto ref = session.registry.Find(SR_KIND_EVICTION, policy_name);
   if (!ref.ok()) {
     std::cerr << "shardrec bench abi: " << ref.status().message() << "\n";
     return kExitFailure;
   }
-  auto policy = EvictionPolicy::Create(ref.value(), plugin_options.For("eviction", policy_name));
+  auto policy = EvictionPolicy::Create(ref.value(), session.plugin_options.For("eviction", policy_name));
   if (!policy.ok()) {
     std::cerr << "shardrec bench abi: " << policy.status().message() << "\n";
     return kExitFailure;

@@ -138,14 +138,9 @@ int RunPluginsList(const std::vector<std::string>& args) {
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("plugins list", args, desc, nullptr, &vm, &code)) return code;
-  PluginOptions plugin_options;
-  if (Status s = ApplyGlobals(g, &plugin_options); !s.ok()) {
-    std::cerr << "shardrec plugins list: " << s.message() << "\n";
-    return kExitUsage;
-  }
-  HostServices services;
-  PluginRegistry registry(&services);
-  registry.Discover(MakeDiscovery(g));
+  HostSession session;
+  if (!OpenSession("plugins list", g, /*discover=*/true, &session)) return kExitUsage;
+  const PluginRegistry& registry = session.registry;
   if (g.json) {
     std::cout << PluginsJson(registry).dump() << "\n";
   } else {
@@ -175,13 +170,9 @@ int RunPluginsCheck(const std::vector<std::string>& args) {
               << "Try 'shardrec plugins check --help'.\n";
     return kExitUsage;
   }
-  PluginOptions plugin_options;
-  if (Status s = ApplyGlobals(g, &plugin_options); !s.ok()) {
-    std::cerr << "shardrec plugins check: " << s.message() << "\n";
-    return kExitUsage;
-  }
-  HostServices services;
-  PluginRegistry registry(&services);
+  HostSession session;
+  if (!OpenSession("plugins check", g, /*discover=*/false, &session)) return kExitUsage;
+  PluginRegistry& registry = session.registry;
   CheckTotals totals;
   json refused = json::array();
   for (const std::string& p : paths) {
@@ -191,7 +182,7 @@ int RunPluginsCheck(const std::vector<std::string>& args) {
       refused.push_back({{"path", p}, {"reason", s.ToString()}});
     }
   }
-  json results = RunChecks(registry.libraries(), plugin_options, !g.json, &totals);
+  json results = RunChecks(registry.libraries(), session.plugin_options, !g.json, &totals);
   if (g.json) {
     std::cout << json{{"checks", results}, {"refused", refused}, {"totals", TotalsJson(totals)}}.dump()
               << "\n";
@@ -212,20 +203,15 @@ int RunDefault(const std::vector<std::string>& args) {
              "kit on each.\nSee 'shardrec --help' for the commands")) {
     return code;
   }
-  PluginOptions plugin_options;
-  if (Status s = ApplyGlobals(g, &plugin_options); !s.ok()) {
-    std::cerr << "shardrec: " << s.message() << "\n";
-    return kExitUsage;
-  }
-  HostServices services;
-  PluginRegistry registry(&services);
-  registry.Discover(MakeDiscovery(g));
+  HostSession session;
+  if (!OpenSession("", g, /*discover=*/true, &session)) return kExitUsage;
+  const PluginRegistry& registry = session.registry;
   CheckTotals totals;
   if (!g.json) {
     PrintPluginsTable(registry, std::cout);
     std::cout << "\n";
   }
-  json results = RunChecks(registry.libraries(), plugin_options, !g.json, &totals);
+  json results = RunChecks(registry.libraries(), session.plugin_options, !g.json, &totals);
   if (g.json) {
     json out = PluginsJson(registry);
     out["checks"] = results;

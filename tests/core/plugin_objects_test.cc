@@ -118,3 +118,57 @@ TEST_F(PluginObjectsTest, CreatingTheWrongKindIsRefused) {
 
 }  // namespace
 }  // namespace shardrec
+
+namespace shardrec {
+namespace {
+
+TEST_F(PluginObjectsTest, CommunicatorRunsCollectivesThroughRequests) {
+  auto ref = registry_.Find(SR_KIND_COMM, "fixture_self");
+  ASSERT_TRUE(ref.ok());
+  sr_comm_create_args a{};
+  a.struct_size = SR_STRUCT_SIZE(sr_comm_create_args, options);
+  a.rank = 0;
+  a.world_size = 2;
+  a.rendezvous = "local:test";
+  a.prefix = "t";
+  auto refused = Communicator::Create(ref.value(), a);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "comm fixture_self: create: fixture_self serves a world of one rank, got rank 0 of 2");
+  a.world_size = 1;
+  auto comm = Communicator::Create(ref.value(), a);
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+
+  std::vector<float> send{1, 2, 3}, recv(3, 0);
+  DLView s(send.data(), {3}), r(recv.data(), {3});
+  const int64_t counts[1] = {3};
+  sr_collective_args c{};
+  c.struct_size = SR_STRUCT_SIZE(sr_collective_args, stream);
+  c.send = s.get();
+  c.recv = r.get();
+  c.send_counts = counts;
+  c.recv_counts = counts;
+  auto req = comm->AllToAllV(c);
+  ASSERT_TRUE(req.ok()) << req.status().ToString();
+  auto done = req->Test();
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(done.value());
+  EXPECT_TRUE(req->Wait(100).ok());
+  EXPECT_EQ(recv, send);
+
+  auto barrier = comm->Barrier();
+  ASSERT_TRUE(barrier.ok());
+  EXPECT_TRUE(barrier->Wait().ok());
+  auto sub = comm->Split(0, 0);
+  ASSERT_TRUE(sub.ok());
+  std::vector<float> small(2);
+  DLView bad(small.data(), {2});
+  c.recv = bad.get();
+  auto mismatch = sub->AllReduce(c);
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_EQ(mismatch.status().message(),
+            "comm fixture_self: all_reduce: send and recv differ in size");
+}
+
+}  // namespace
+}  // namespace shardrec

@@ -25,25 +25,34 @@ struct History {
   size_t n() const { return resident + candidates; }
 };
 
+// Score arguments over a History: views of its vectors and of `scores`.
+struct ScoreCall {
+  ScoreCall(const History& h, std::vector<double>& scores, int64_t counts_len = -1)
+      : n(static_cast<int64_t>(h.n())),
+        counts(h.counts.data(), {counts_len < 0 ? n : counts_len}),
+        last(h.last.data(), {n}),
+        window(h.window.data(), {n}),
+        out(scores.data(), {n}) {
+    args.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
+    args.now = 11;
+    args.num_resident = h.resident;
+    args.num_candidates = h.candidates;
+    args.counts = counts.get();
+    args.last_access = last.get();
+    args.window_counts = window.get();
+    args.metadata = nullptr;
+    args.scores = out.get();
+  }
+  int64_t n;
+  DLView counts, last, window, out;
+  sr_eviction_score_args args{};
+};
+
 Status Score(const EvictionPolicy& p, const History& h, std::vector<double>& scores,
              DLDataType scores_dtype = {kDLFloat, 64, 1}, int64_t counts_len = -1) {
-  const int64_t n = static_cast<int64_t>(h.n());
-  DLView counts(h.counts.data(), {counts_len < 0 ? n : counts_len});
-  DLView last(h.last.data(), {n});
-  DLView window(h.window.data(), {n});
-  DLView out(scores.data(), {n});
-  out->dtype = scores_dtype;
-  sr_eviction_score_args a{};
-  a.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
-  a.now = 11;
-  a.num_resident = h.resident;
-  a.num_candidates = h.candidates;
-  a.counts = counts.get();
-  a.last_access = last.get();
-  a.window_counts = window.get();
-  a.metadata = nullptr;
-  a.scores = out.get();
-  return p.Score(a);
+  ScoreCall call(h, scores, counts_len);
+  call.out->dtype = scores_dtype;
+  return p.Score(call.args);
 }
 
 int64_t MetadataColumns(const ComponentRef& ref) {
@@ -115,23 +124,11 @@ void CheckEviction(const ComponentRef& ref, const OptionList& options, Recorder&
     return;
   }
   std::vector<uint8_t> keep(h.n() + 1, 7);
-  DLView counts(h.counts.data(), {static_cast<int64_t>(h.n())});
-  DLView last(h.last.data(), {static_cast<int64_t>(h.n())});
-  DLView window(h.window.data(), {static_cast<int64_t>(h.n())});
-  DLView scores(first.data(), {static_cast<int64_t>(h.n())});
+  ScoreCall scored(h, first);
   DLView keep_view(keep.data(), {static_cast<int64_t>(h.n())});
-  sr_eviction_score_args sa{};
-  sa.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
-  sa.now = 11;
-  sa.num_resident = h.resident;
-  sa.num_candidates = h.candidates;
-  sa.counts = counts.get();
-  sa.last_access = last.get();
-  sa.window_counts = window.get();
-  sa.scores = scores.get();
   sr_eviction_select_args sel{};
   sel.struct_size = SR_STRUCT_SIZE(sr_eviction_select_args, keep);
-  sel.scored = &sa;
+  sel.scored = &scored.args;
   sel.capacity = h.resident;
   sel.keep = keep_view.get();
   st = policy.Select(sel);

@@ -101,10 +101,55 @@ class Kernel : public PluginObject<sr_kernel_vtable, sr_kernel> {
  public:
   static StatusOr<Kernel> Create(const ComponentRef& ref, const sr_kernel_create_args& args);
   StatusOr<sr_kernel_table_info> TableInfo(int32_t table) const;
+  Status Forward(const sr_kernel_forward_args& args) const;
   bool HasBackward() const { return Has(&sr_kernel_vtable::backward); }
+  // UNIMPLEMENTED for an inference-only kernel (no backward entry).
+  Status Backward(const sr_kernel_backward_args& args) const;
+  Status ReadRows(const sr_kernel_rows_args& args) const;
+  Status WriteRows(const sr_kernel_rows_args& args) const;
+  Status ResetRows(const sr_kernel_rows_args& args) const;
 
  private:
   using PluginObject::PluginObject;
+};
+
+// An outstanding collective. Destroying an incomplete request is allowed
+// only after its communicator failed (sr_comm_vtable); Wait() first.
+class CommRequest {
+ public:
+  CommRequest(CommRequest&& o) noexcept
+      : ref_(std::move(o.ref_)), request_(std::exchange(o.request_, nullptr)) {}
+  CommRequest& operator=(CommRequest&&) = delete;
+  ~CommRequest();
+
+  // True once complete; an error if the collective failed.
+  StatusOr<bool> Test() const;
+  // Blocks up to timeout_ms (< 0: the communicator's default).
+  Status Wait(int64_t timeout_ms = -1) const;
+
+ private:
+  friend class Communicator;
+  CommRequest(ComponentRef ref, sr_request* request) : ref_(std::move(ref)), request_(request) {}
+  const sr_comm_vtable& vt() const { return *static_cast<const sr_comm_vtable*>(ref_.vtable()); }
+  ComponentRef ref_;
+  sr_request* request_ = nullptr;
+};
+
+class Communicator : public PluginObject<sr_comm_vtable, sr_communicator> {
+ public:
+  static StatusOr<Communicator> Create(const ComponentRef& ref, const sr_comm_create_args& args);
+  StatusOr<Communicator> Split(int32_t color, int32_t key) const;
+  StatusOr<CommRequest> AllToAllV(const sr_collective_args& args) const;
+  StatusOr<CommRequest> ReduceScatterV(const sr_collective_args& args) const;
+  StatusOr<CommRequest> AllGatherV(const sr_collective_args& args) const;
+  StatusOr<CommRequest> AllReduce(const sr_collective_args& args) const;
+  StatusOr<CommRequest> Broadcast(const sr_collective_args& args) const;
+  StatusOr<CommRequest> Barrier() const;
+
+ private:
+  using PluginObject::PluginObject;
+  template <class Entry>
+  StatusOr<CommRequest> Post(const char* what, Entry&& entry) const;
 };
 
 }  // namespace shardrec
