@@ -122,6 +122,14 @@ Status ValidateAttributes(const sr_component& c) {
     if (is_pointer && v.value_size > 0 && v.value.string_value == nullptr) {
       return InvalidArgumentError(where + " '" + v.name + "': value is NULL");
     }
+    if (v.type == SR_VALUE_STRING_LIST) {
+      for (size_t j = 0; j < v.value_size; ++j) {
+        if (v.value.string_list[j] == nullptr) {
+          return InvalidArgumentError(where + " '" + v.name + "': list element " +
+                                      std::to_string(j) + " is NULL");
+        }
+      }
+    }
   }
   return Status::Ok();
 }
@@ -297,8 +305,13 @@ StatusOr<std::shared_ptr<PluginLibrary>> PluginLibrary::Load(const std::filesyst
                                   KindName(c.kind) + " but the file name says " + file.kind);
     }
     SR_RETURN_IF_ERROR(ValidateVtable(c));
-    SR_RETURN_IF_ERROR(ValidateAttributes(c));
-    impl->keep_loaded = impl->keep_loaded || WantsProcessLifetime(c);
+    for (size_t j = 0; j < i; ++j) {
+      const sr_component& earlier = api->components[j];
+      if (earlier.kind == c.kind && std::string(earlier.name) == c.name) {
+        return AlreadyExistsError(std::string("the library carries two ") + KindName(c.kind) +
+                                  " components named '" + c.name + "'");
+      }
+    }
   }
 
   sr_status* init_status = nullptr;
@@ -313,6 +326,11 @@ StatusOr<std::shared_ptr<PluginLibrary>> PluginLibrary::Load(const std::filesyst
   Status init = lib->TakeStatus(init_status, "initialize failed");
   if (!init.ok()) return init;  // destructor unloads; shutdown is not called
   lib->impl_->initialized = true;
+  // Attributes may be filled in by initialize(), so they are read after it.
+  for (size_t i = 0; i < api->num_components; ++i) {
+    SR_RETURN_IF_ERROR(ValidateAttributes(api->components[i]));  // destructor shuts down
+    lib->impl_->keep_loaded = lib->impl_->keep_loaded || WantsProcessLifetime(api->components[i]);
+  }
   return lib;
 }
 

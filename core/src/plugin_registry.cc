@@ -25,18 +25,21 @@ void PluginRegistry::Skip(const fs::path& path, Status reason) {
 }
 
 Status PluginRegistry::LoadLibrary(const fs::path& path) {
+  // The same file twice must not be initialised twice: both copies would
+  // share one dlopen handle, and dropping one would shut the other down.
+  std::error_code ec;
+  for (const auto& other : libraries_) {
+    if (fs::equivalent(other->path(), path, ec)) {
+      spdlog::debug("plugin {} already loaded", path.string());
+      return Status::Ok();
+    }
+  }
   auto loaded = PluginLibrary::Load(path, services_->api());
   if (!loaded.ok()) {
     Skip(path, loaded.status());
     return loaded.status();
   }
   std::shared_ptr<PluginLibrary> lib = std::move(loaded).value();
-  for (const auto& other : libraries_) {
-    if (fs::equivalent(other->path(), lib->path())) {
-      spdlog::debug("plugin {} already loaded", lib->path().string());
-      return Status::Ok();
-    }
-  }
   // Refuse the whole library when one of its components is already provided:
   // taking half a library would leave the user guessing which code runs.
   for (const ComponentRef& mine : lib->Components()) {

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
@@ -59,8 +60,14 @@ bool Parse(const std::string& command, const std::vector<std::string>& args,
       *exit_code = kExitOk;
       return false;
     }
+    std::string config_path;
     if (vm->count("config")) {
-      const std::string path = (*vm)["config"].as<std::string>();
+      config_path = (*vm)["config"].as<std::string>();
+    } else if (const char* env = std::getenv("SHARDREC_CONFIG"); env != nullptr && *env) {
+      config_path = env;
+    }
+    if (!config_path.empty()) {
+      const std::string& path = config_path;
       std::ifstream in(path);
       if (!in) throw po::error("cannot open config file '" + path + "'");
       po::store(po::parse_config_file(in, desc), *vm);
@@ -81,13 +88,15 @@ namespace {
 
 // Sets the log level and collects --plugin-opt values. Error: a malformed
 // flag, naming it.
-Status ApplyGlobals(const GlobalOptions& g, PluginOptions* options) {
+Status ApplyGlobals(const GlobalOptions& g, PluginOptions* options, int32_t& session_level) {
   const spdlog::level::level_enum level = spdlog::level::from_str(g.log_level);
   if (level == spdlog::level::off && g.log_level != "off") {
     return InvalidArgumentError("--log-level '" + g.log_level +
                                 "' is not one of trace, debug, info, warn, error, off");
   }
   spdlog::set_level(level);
+  // spdlog and SR_LOG_* both count trace=0 .. error=4; "off" silences plugins too.
+  session_level = level == spdlog::level::off ? SR_LOG_ERROR + 1 : static_cast<int32_t>(level);
   for (const std::string& flag : g.plugin_opts) SR_RETURN_IF_ERROR(options->Add(flag));
   return Status::Ok();
 }
@@ -96,16 +105,26 @@ Status ApplyGlobals(const GlobalOptions& g, PluginOptions* options) {
 
 bool OpenSession(const std::string& command, const GlobalOptions& g, bool discover,
                  HostSession* session) {
-  if (Status s = ApplyGlobals(g, &session->plugin_options); !s.ok()) {
+  int32_t level = SR_LOG_WARN;
+  if (Status s = ApplyGlobals(g, &session->plugin_options, level); !s.ok()) {
     std::cerr << "shardrec " << command << ": " << s.message() << "\n";
     return false;
   }
+  session->services.set_min_log_level(level);
   if (discover) {
     DiscoveryOptions d;
     for (const auto& p : g.plugin_dirs) d.plugin_dirs.emplace_back(p);
     for (const auto& p : g.plugins) d.plugin_files.emplace_back(p);
     d.use_default_dir = !g.no_default_plugins;
     session->registry.Discover(d);
+    // An option for a component that does not exist is a typo, not a no-op.
+    for (const auto& [kind, name] : session->plugin_options.Components()) {
+      if (!session->registry.Find(KindFromName(kind), name).ok()) {
+        std::cerr << "shardrec " << command << ": --plugin-opt names " << kind << " '" << name
+                  << "', which no plugin provides (see 'shardrec plugins list')\n";
+        return false;
+      }
+    }
   }
   return true;
 }

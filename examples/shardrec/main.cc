@@ -2,6 +2,9 @@
 // Subcommands are chosen by their leading words; everything after them is
 // parsed by that subcommand (see cli.h). With no subcommand it runs the
 // embedded default job.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <iostream>
 #include <string>
 #include <vector>
@@ -83,6 +86,8 @@ int Dispatch(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   try {
+    // Logs go to stderr so that stdout carries only results (and --json).
+    spdlog::set_default_logger(spdlog::stderr_color_mt("shardrec"));
     return shardrec::cli::Dispatch(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const std::exception& e) {
     std::cerr << "shardrec: internal error: " << e.what() << "\n";

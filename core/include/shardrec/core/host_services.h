@@ -23,6 +23,8 @@ class HostServices {
   HostServices& operator=(const HostServices&) = delete;
 
   const sr_host_api* api() const { return &api_; }
+  // Set before plugins are loaded; plugins may cache it at initialize().
+  void set_min_log_level(int32_t level) { api_.min_log_level = level; }
   int64_t bytes_in_use() const { return bytes_in_use_.load(std::memory_order_relaxed); }
   int64_t peak_bytes() const { return peak_bytes_.load(std::memory_order_relaxed); }
 

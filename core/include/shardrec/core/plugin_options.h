@@ -42,6 +42,12 @@ class PluginOptions {
   Status Add(const std::string& flag);
   // Options for one component (empty when none were given).
   OptionList For(const std::string& kind, const std::string& name) const;
+  // Every (kind, name) some option was given for.
+  std::vector<std::pair<std::string, std::string>> Components() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& entry : by_component_) out.push_back(entry.first);
+    return out;
+  }
 
  private:
   std::map<std::pair<std::string, std::string>, std::vector<std::pair<std::string, std::string>>>

@@ -42,13 +42,19 @@ inline Error Unimplemented(std::string m) {
   return Error(SR_UNIMPLEMENTED, std::move(m));
 }
 
-// Allocates a status; nullptr only if even that fails (the host then reports
-// an unknown failure rather than crash).
+// A preallocated status for when allocating one fails: an error must never
+// turn into NULL (success). StatusDestroy leaves it alone.
+inline sr_status* OutOfMemoryStatus() noexcept {
+  static sr_status oom{SR_RESOURCE_EXHAUSTED, "out of memory"};
+  return &oom;
+}
+
+// Allocates a status (the preallocated out-of-memory one if that fails).
 inline sr_status* MakeStatus(int32_t code, std::string message) noexcept {
   try {
     return new sr_status{code == SR_OK ? SR_UNKNOWN : code, std::move(message)};
   } catch (...) {
-    return nullptr;
+    return OutOfMemoryStatus();
   }
 }
 
@@ -77,7 +83,9 @@ inline int32_t StatusCode(const sr_status* s) {
 inline const char* StatusMessage(const sr_status* s) {
   return s == nullptr ? "" : s->message.c_str();
 }
-inline void StatusDestroy(sr_status* s) { delete s; }
+inline void StatusDestroy(sr_status* s) {
+  if (s != OutOfMemoryStatus()) delete s;
+}
 
 }  // namespace shardrec::sdk
 
