@@ -31,7 +31,8 @@ fi
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 jobs="${SHARDREC_JOBS:-$(nproc)}"
-cmake -S "$repo" -B "$build_dir" -G Ninja "$@" >"$build_dir.configure.log" 2>&1 || {
-  cat "$build_dir.configure.log"; exit 1; }
-grep -E "^-- (shardrec |CUDA:|NCCL:|Gloo:)" "$build_dir.configure.log" || true
+mkdir -p "$build_dir"
+cmake -S "$repo" -B "$build_dir" -G Ninja "$@" >"$build_dir/configure.log" 2>&1 || {
+  cat "$build_dir/configure.log"; exit 1; }
+grep -E "^-- (shardrec |CUDA:|NCCL:|Gloo:)" "$build_dir/configure.log" || true
 cmake --build "$build_dir" -j "$jobs"
