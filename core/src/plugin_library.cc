@@ -25,9 +25,7 @@ constexpr size_t kNamedValueV10 = SR_STRUCT_SIZE(sr_named_value, value_size);
 
 // Checks each required function pointer of a vtable; returns the first
 // missing one's name, or empty.
-template <class V>
-std::string FirstMissing(const V* v, std::initializer_list<std::pair<const char*, const void*>> e) {
-  (void)v;
+std::string FirstMissing(std::initializer_list<std::pair<const char*, const void*>> e) {
   for (const auto& [name, ptr] : e) {
     if (ptr == nullptr) return name;
   }
@@ -47,7 +45,7 @@ Status ValidateVtable(const sr_component& c) {
       need = kSharderVtableV10;
       auto* v = static_cast<const sr_sharder_vtable*>(c.vtable);
       if (size >= need)
-        missing = FirstMissing(v, {SR_ENTRY_(v, create), SR_ENTRY_(v, destroy),
+        missing = FirstMissing({SR_ENTRY_(v, create), SR_ENTRY_(v, destroy),
                                    SR_ENTRY_(v, shard_table)});
       break;
     }
@@ -55,7 +53,7 @@ Status ValidateVtable(const sr_component& c) {
       need = kKernelVtableV10;
       auto* v = static_cast<const sr_kernel_vtable*>(c.vtable);
       if (size >= need)
-        missing = FirstMissing(v, {SR_ENTRY_(v, create), SR_ENTRY_(v, destroy),
+        missing = FirstMissing({SR_ENTRY_(v, create), SR_ENTRY_(v, destroy),
                                    SR_ENTRY_(v, get_table_info), SR_ENTRY_(v, forward),
                                    SR_ENTRY_(v, read_rows), SR_ENTRY_(v, write_rows),
                                    SR_ENTRY_(v, reset_rows)});
@@ -65,8 +63,7 @@ Status ValidateVtable(const sr_component& c) {
       need = kCommVtableV10;
       auto* v = static_cast<const sr_comm_vtable*>(c.vtable);
       if (size >= need)
-        missing = FirstMissing(
-            v, {SR_ENTRY_(v, create), SR_ENTRY_(v, destroy), SR_ENTRY_(v, split),
+        missing = FirstMissing({SR_ENTRY_(v, create), SR_ENTRY_(v, destroy), SR_ENTRY_(v, split),
                 SR_ENTRY_(v, all_to_all_v), SR_ENTRY_(v, reduce_scatter_v),
                 SR_ENTRY_(v, all_gather_v), SR_ENTRY_(v, all_reduce), SR_ENTRY_(v, broadcast),
                 SR_ENTRY_(v, barrier), SR_ENTRY_(v, request_test), SR_ENTRY_(v, request_wait),
@@ -77,7 +74,7 @@ Status ValidateVtable(const sr_component& c) {
       need = kEvictionVtableV10;
       auto* v = static_cast<const sr_eviction_vtable*>(c.vtable);
       if (size >= need)
-        missing = FirstMissing(v, {SR_ENTRY_(v, create), SR_ENTRY_(v, destroy),
+        missing = FirstMissing({SR_ENTRY_(v, create), SR_ENTRY_(v, destroy),
                                    SR_ENTRY_(v, score)});
       break;
     }
@@ -295,7 +292,8 @@ StatusOr<std::shared_ptr<PluginLibrary>> PluginLibrary::Load(const std::filesyst
                                   std::to_string(c.struct_size) + " is smaller than the " +
                                   std::to_string(kComponentV10) + " bytes ABI 1.0 requires");
     }
-    if (c.name == nullptr || !std::regex_match(c.name, std::regex("[a-z0-9_]+"))) {
+    static const std::regex kComponentName("[a-z0-9_]+");
+    if (c.name == nullptr || !std::regex_match(c.name, kComponentName)) {
       return InvalidArgumentError("component " + std::to_string(i) +
                                   ": name must be [a-z0-9_]+, got '" +
                                   std::string(c.name ? c.name : "(NULL)") + "'");

@@ -24,43 +24,45 @@ class PluginObjectsTest : public ::testing::Test {
     registry_.Discover(d);
     ASSERT_EQ(registry_.libraries().size(), 2u);
   }
+  // Creates eviction policy `name` with no options.
+  EvictionPolicy Policy(const std::string& name) {
+    auto ref = registry_.Find(SR_KIND_EVICTION, name);
+    EXPECT_TRUE(ref.ok()) << ref.status().ToString();
+    auto policy = EvictionPolicy::Create(ref.value(), OptionList());
+    EXPECT_TRUE(policy.ok()) << policy.status().ToString();
+    return std::move(policy).value();
+  }
+
+  // Scores scores->shape[0] candidates whose statistics are all zero.
+  static Status ScoreZeros(const EvictionPolicy& policy, DLView& scores) {
+    const int64_t n = scores->shape[0];
+    std::vector<int64_t> zeros(static_cast<size_t>(n));
+    DLView stats(zeros.data(), {n});
+    sr_eviction_score_args a{};
+    a.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
+    a.num_candidates = static_cast<size_t>(n);
+    a.counts = a.last_access = a.window_counts = stats.get();
+    a.scores = scores.get();
+    return policy.Score(a);
+  }
+
   HostServices services_;
   PluginRegistry registry_{&services_};
 };
 
 TEST_F(PluginObjectsTest, ExceptionEscapingAnEntryBecomesInternal) {
-  auto ref = registry_.Find(SR_KIND_EVICTION, "raw_policy");
-  ASSERT_TRUE(ref.ok());
-  auto policy = EvictionPolicy::Create(ref.value(), OptionList());
-  ASSERT_TRUE(policy.ok());
-  std::vector<int64_t> v(1);
   std::vector<double> s(1);
-  DLView c(v.data(), {1}), out(s.data(), {1});
-  sr_eviction_score_args a{};
-  a.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
-  a.num_candidates = 1;
-  a.counts = a.last_access = a.window_counts = c.get();
-  a.scores = out.get();
-  Status st = policy->Score(a);
+  DLView out(s.data(), {1});
+  Status st = ScoreZeros(Policy("raw_policy"), out);
   EXPECT_EQ(st.code(), SR_INTERNAL);
   EXPECT_EQ(st.message(),
             "eviction raw_policy: score: the plugin threw an exception across the C boundary");
 }
 
 TEST_F(PluginObjectsTest, PluginErrorKeepsItsCodeAndNamesTheComponent) {
-  auto ref = registry_.Find(SR_KIND_EVICTION, "fixture_recency");
-  ASSERT_TRUE(ref.ok());
-  auto policy = EvictionPolicy::Create(ref.value(), OptionList());
-  ASSERT_TRUE(policy.ok());
-  std::vector<int64_t> v(2);
   std::vector<float> wrong(2);
-  DLView c(v.data(), {2}), out(wrong.data(), {2});
-  sr_eviction_score_args a{};
-  a.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
-  a.num_candidates = 2;
-  a.counts = a.last_access = a.window_counts = c.get();
-  a.scores = out.get();
-  Status st = policy->Score(a);
+  DLView out(wrong.data(), {2});
+  Status st = ScoreZeros(Policy("fixture_recency"), out);
   EXPECT_EQ(st.code(), SR_INVALID_ARGUMENT);
   EXPECT_EQ(st.message(),
             "eviction fixture_recency: score: scores: expected dtype float64, got float32");
