@@ -7,6 +7,10 @@ find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_path(DLPACK_INCLUDE_DIR dlpack/dlpack.h REQUIRED)
+# The CPU kernel: oneTBB for parallel loops, Highway for portable SIMD with
+# run-time dispatch (one binary uses AVX2 here and AVX-512 where present).
+find_package(TBB 2021 REQUIRED COMPONENTS tbb)
+find_package(hwy 1.0 REQUIRED)
 
 # CUDA: the toolkit under /usr/local/cuda is used when present, even without
 # a GPU (code must compile and link; GPU tests skip at run time).

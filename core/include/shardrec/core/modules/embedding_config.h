@@ -1,0 +1,60 @@
+// Table configs, as TorchRec's torchrec.modules.embedding_configs:
+// EmbeddingBagConfig (pooled) and EmbeddingConfig (sequence, pooling none)
+// share one struct here; `pooling` says which. A tables file is JSON whose
+// keys are the configs' field names, enum values in lower case:
+//   {"tables": [{"name": "t0", "num_embeddings": 1000, "embedding_dim": 64,
+//                "feature_names": ["f0"], "pooling": "sum", "data_type": "fp32",
+//                "weight_init_min": -0.01, "weight_init_max": 0.01,
+//                "is_weighted": false}]}
+// An unknown key is an error naming it (a typo must not silently become a
+// default). Omitted init bounds default to TorchRec's ±sqrt(1/num_embeddings).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "shardrec/core/status.h"
+
+namespace shardrec {
+
+enum class PoolingType { kSum, kMean, kNone };
+enum class DataType { kFp32, kFp16, kBf16 };
+
+const char* PoolingName(PoolingType p);        // "sum"
+const char* DataTypeName(DataType t);          // "fp32"
+DLDataType ToDLDataType(DataType t);
+StatusOr<PoolingType> ParsePooling(const std::string& s);
+StatusOr<DataType> ParseDataType(const std::string& s);
+
+struct EmbeddingTableConfig {
+  std::string name;
+  int64_t num_embeddings = 0;
+  int64_t embedding_dim = 0;
+  std::vector<std::string> feature_names;
+  PoolingType pooling = PoolingType::kSum;
+  DataType data_type = DataType::kFp32;
+  std::optional<double> weight_init_min;
+  std::optional<double> weight_init_max;
+  // The features of this table carry per-id weights (TorchRec's is_weighted).
+  bool is_weighted = false;
+
+  double init_min() const;  // the bound in effect (default ±sqrt(1/num_embeddings))
+  double init_max() const;
+};
+using EmbeddingBagConfig = EmbeddingTableConfig;
+using EmbeddingConfig = EmbeddingTableConfig;
+
+// Checks one table (positive sizes, features present, min <= max) and a set
+// (unique table names; a feature looks up exactly one table).
+Status ValidateTables(const std::vector<EmbeddingTableConfig>& tables);
+
+StatusOr<std::vector<EmbeddingTableConfig>> ParseTablesJson(const std::string& json_text,
+                                                            const std::string& source);
+StatusOr<std::vector<EmbeddingTableConfig>> LoadTablesFile(const std::filesystem::path& path);
+std::string TablesToJson(const std::vector<EmbeddingTableConfig>& tables);
+
+}  // namespace shardrec

@@ -1,0 +1,94 @@
+// EmbeddingTables: a group of tables held by one compute-kernel object
+// (table-batched, like FBGEMM's TBE), plus the feature -> table map. The
+// unsharded EmbeddingBagCollection and EmbeddingCollection are thin layers
+// over it; sharded modules will hold one per rank. Whatever kernel plugin is
+// named (`cpu`, `cuda`, a third party's) does the arithmetic.
+// Thread-safety: calls on one object must not overlap (the kernel's
+// contract); distinct objects are independent.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "shardrec/abi/kernel.h"
+#include "shardrec/core/modules/embedding_config.h"
+#include "shardrec/core/modules/optimizer_spec.h"
+#include "shardrec/core/plugin_objects.h"
+#include "shardrec/core/plugin_registry.h"
+#include "shardrec/core/sparse/keyed_jagged_tensor.h"
+#include "shardrec/core/tensor/tensor.h"
+
+namespace shardrec {
+
+struct EmbeddingModuleOptions {
+  std::string kernel = "cpu";  // the kernel component's name ("" = highest priority)
+  OptionList kernel_options;   // that component's options (threads=..., ...)
+  OptimizerSpec optimizer;     // none: inference only
+  uint64_t init_seed = 0;      // initial weights: sdk::InitialWeight(seed, row, col)
+  int32_t bounds_check = SR_BOUNDS_CHECK_FATAL;
+};
+
+// "fatal" | "warning" | "ignore" | "none" -> SR_BOUNDS_CHECK_*.
+StatusOr<int32_t> ParseBoundsCheckMode(const std::string& s);
+
+class EmbeddingTables {
+ public:
+  static StatusOr<EmbeddingTables> Create(const PluginRegistry& registry,
+                                          std::vector<EmbeddingTableConfig> tables,
+                                          const EmbeddingModuleOptions& options);
+
+  const std::vector<EmbeddingTableConfig>& configs() const { return configs_; }
+  const EmbeddingModuleOptions& options() const { return options_; }
+  const std::string& kernel_name() const { return kernel_name_; }
+  // Index of a table by name, or NOT_FOUND listing the names.
+  StatusOr<int32_t> TableIndex(const std::string& name) const;
+  StatusOr<sr_kernel_table_info> Info(int32_t table) const { return kernel_.TableInfo(table); }
+
+  // Whole tables: weights [rows, dim] in the table's dtype; optimizer
+  // state float32 [rows, state_dim]. Writes validate shape and dtype.
+  StatusOr<Tensor> ReadWeights(int32_t table) const;
+  Status WriteWeights(int32_t table, const Tensor& weights) const;
+  StatusOr<Tensor> ReadState(int32_t table) const;
+  Status WriteState(int32_t table, const Tensor& state) const;
+
+  // The features this group looks up, in table order, with their table.
+  struct Feature {
+    std::string name;
+    int32_t table;
+  };
+  const std::vector<Feature>& features() const { return features_; }
+
+  // The input's features this group looks up, in features() order.
+  // NOT_FOUND names a missing feature; other keys are ignored.
+  StatusOr<KeyedJaggedTensor> SelectFeatures(const KeyedJaggedTensor& input) const;
+
+  // One kernel call over `features` (as returned by SelectFeatures). `output` is [rows, cols] float32; pooled
+  // features write rows from 0 at `columns[f]`; sequence features write
+  // one row per id from `rows[f]`. Number of dropped ids -> *invalid.
+  Status Forward(const KeyedJaggedTensor& features, const std::vector<int64_t>& rows,
+                 const std::vector<int64_t>& columns, Tensor& output, int64_t* invalid = nullptr) const;
+  Status Backward(const KeyedJaggedTensor& features, const std::vector<int64_t>& rows,
+                  const std::vector<int64_t>& columns, const Tensor& grad, int64_t iteration,
+                  double learning_rate) const;
+
+ private:
+  EmbeddingTables(Kernel kernel, std::vector<EmbeddingTableConfig> configs, EmbeddingModuleOptions options,
+                  std::string kernel_name);
+  Status RowsCall(int32_t table, const Tensor* weights, const Tensor* state, bool write) const;
+  // Fills the host arrays of a lookup over `kjt` (already in features() order).
+  struct LookupBuffers {
+    std::vector<int32_t> table, pooling;
+    std::vector<int64_t> bag_offsets;
+    std::vector<float> weights;  // empty: unweighted call
+  };
+  StatusOr<LookupBuffers> PrepareLookup(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows,
+                                        const std::vector<int64_t>& columns) const;
+
+  Kernel kernel_;
+  std::vector<EmbeddingTableConfig> configs_;
+  EmbeddingModuleOptions options_;
+  std::string kernel_name_;
+  std::vector<Feature> features_;
+};
+
+}  // namespace shardrec

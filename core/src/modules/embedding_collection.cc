@@ -1,0 +1,94 @@
+// The unsharded EmbeddingCollection (see embedding_collection.h). All
+// features go through one kernel call into a packed [sum N_f, max D]
+// buffer (feature f's rows start at its first id), then split per feature.
+#include "shardrec/core/modules/embedding_collection.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace shardrec {
+
+StatusOr<EmbeddingCollection> EmbeddingCollection::Create(const PluginRegistry& registry,
+                                                          std::vector<EmbeddingConfig> tables,
+                                                          const EmbeddingModuleOptions& options) {
+  for (auto& t : tables) {
+    t.pooling = PoolingType::kNone;
+    t.is_weighted = false;
+  }
+  SR_ASSIGN_OR_RETURN(auto group, EmbeddingTables::Create(registry, std::move(tables), options));
+  return EmbeddingCollection(std::move(group));
+}
+
+std::vector<int64_t> EmbeddingCollection::Rows(const KeyedJaggedTensor& features) const {
+  auto offsets = features.offset_per_key();
+  offsets.pop_back();
+  return offsets;
+}
+
+int64_t EmbeddingCollection::MaxDim() const {
+  int64_t dim = 0;
+  for (const auto& t : tables_.configs()) dim = std::max(dim, t.embedding_dim);
+  return dim;
+}
+
+StatusOr<std::map<std::string, JaggedTensor>> EmbeddingCollection::Forward(const KeyedJaggedTensor& input,
+                                                                           int64_t* invalid_ids) const {
+  SR_ASSIGN_OR_RETURN(auto features, tables_.SelectFeatures(input));
+  const int64_t width = MaxDim();
+  const auto nnz = static_cast<int64_t>(features.values().size());
+  Tensor packed = Tensor::Zeros(dtype::kFloat32, {nnz, width});
+  const auto rows = Rows(features);
+  const std::vector<int64_t> cols(rows.size(), 0);
+  SR_RETURN_IF_ERROR(tables_.Forward(features, rows, cols, packed, invalid_ids));
+
+  std::map<std::string, JaggedTensor> out;
+  const auto value_offsets = features.offset_per_key();
+  for (size_t f = 0; f < tables_.features().size(); ++f) {
+    const auto& feature = tables_.features()[f];
+    const int64_t dim = tables_.configs()[static_cast<size_t>(feature.table)].embedding_dim;
+    const int64_t n = value_offsets[f + 1] - value_offsets[f];
+    JaggedTensor jt;
+    jt.values = Tensor::Empty(dtype::kFloat32, {n, dim});
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(jt.values.data<float>() + i * dim, packed.data<float>() + (value_offsets[f] + i) * width,
+                  static_cast<size_t>(dim) * sizeof(float));
+    }
+    const JaggedTensor ids = features.Feature(static_cast<int>(f));
+    jt.lengths = ids.lengths;
+    out.emplace(feature.name, std::move(jt));
+  }
+  return out;
+}
+
+Status EmbeddingCollection::Backward(const KeyedJaggedTensor& input, const std::map<std::string, Tensor>& grads,
+                                     int64_t iteration, double learning_rate) const {
+  SR_ASSIGN_OR_RETURN(auto features, tables_.SelectFeatures(input));
+  const int64_t width = MaxDim();
+  const auto nnz = static_cast<int64_t>(features.values().size());
+  Tensor packed = Tensor::Zeros(dtype::kFloat32, {nnz, width});
+  const auto value_offsets = features.offset_per_key();
+  for (size_t f = 0; f < tables_.features().size(); ++f) {
+    const auto& feature = tables_.features()[f];
+    const int64_t dim = tables_.configs()[static_cast<size_t>(feature.table)].embedding_dim;
+    const int64_t n = value_offsets[f + 1] - value_offsets[f];
+    const auto it = grads.find(feature.name);
+    if (it == grads.end()) return Status(SR_NOT_FOUND, "no gradient for feature '" + feature.name + "'");
+    const std::string what = "gradient of feature '" + feature.name + "'";
+    SR_RETURN_IF_ERROR(ExpectTensor(it->second, what, dtype::kFloat32, 2));
+    if (it->second.size(0) != n || it->second.size(1) != dim) {
+      return InvalidArgumentError(fmt::format("{}: expected shape [{}, {}], got {}", what, n, dim,
+                                              ShapeString(it->second.shape())));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(packed.data<float>() + (value_offsets[f] + i) * width, it->second.data<float>() + i * dim,
+                  static_cast<size_t>(dim) * sizeof(float));
+    }
+  }
+  const auto rows = Rows(features);
+  const std::vector<int64_t> cols(rows.size(), 0);
+  return tables_.Backward(features, rows, cols, packed, iteration, learning_rate);
+}
+
+}  // namespace shardrec

@@ -1,0 +1,243 @@
+// EmbeddingTables: one kernel object, many tables (see embedding_tables.h).
+#include "shardrec/core/modules/embedding_tables.h"
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "shardrec/core/dl_view.h"
+
+namespace shardrec {
+
+StatusOr<int32_t> ParseBoundsCheckMode(const std::string& s) {
+  if (s == "fatal") return SR_BOUNDS_CHECK_FATAL;
+  if (s == "warning") return SR_BOUNDS_CHECK_WARNING;
+  if (s == "ignore") return SR_BOUNDS_CHECK_IGNORE;
+  if (s == "none") return SR_BOUNDS_CHECK_NONE;
+  return InvalidArgumentError("unknown bounds-check mode '" + s + "' (expected fatal, warning, ignore or none)");
+}
+
+namespace {
+int32_t KernelPooling(PoolingType p) {
+  switch (p) {
+    case PoolingType::kMean: return SR_POOLING_MEAN;
+    case PoolingType::kNone: return SR_POOLING_NONE;
+    case PoolingType::kSum: break;
+  }
+  return SR_POOLING_SUM;
+}
+}  // namespace
+
+EmbeddingTables::EmbeddingTables(Kernel kernel, std::vector<EmbeddingTableConfig> configs,
+                                 EmbeddingModuleOptions options, std::string kernel_name)
+    : kernel_(std::move(kernel)),
+      configs_(std::move(configs)),
+      options_(std::move(options)),
+      kernel_name_(std::move(kernel_name)) {
+  for (size_t t = 0; t < configs_.size(); ++t) {
+    for (const auto& f : configs_[t].feature_names) features_.push_back({f, static_cast<int32_t>(t)});
+  }
+}
+
+StatusOr<EmbeddingTables> EmbeddingTables::Create(const PluginRegistry& registry,
+                                                  std::vector<EmbeddingTableConfig> tables,
+                                                  const EmbeddingModuleOptions& options) {
+  SR_RETURN_IF_ERROR(ValidateTables(tables));
+  SR_ASSIGN_OR_RETURN(ComponentRef ref, registry.Find(SR_KIND_KERNEL, options.kernel));
+  std::vector<sr_kernel_table> ktables(tables.size());
+  for (size_t t = 0; t < tables.size(); ++t) {
+    sr_kernel_table& k = ktables[t];
+    k.struct_size = SR_STRUCT_SIZE(sr_kernel_table, global_col_offset);
+    k.name = tables[t].name.c_str();
+    k.num_rows = tables[t].num_embeddings;
+    k.dim = tables[t].embedding_dim;
+    k.weight_dtype = ToDLDataType(tables[t].data_type);
+    k.init_min = tables[t].init_min();
+    k.init_max = tables[t].init_max();
+    k.init_seed = options.init_seed;
+  }
+  sr_kernel_create_args args{};
+  args.struct_size = SR_STRUCT_SIZE(sr_kernel_create_args, options);
+  args.device = {kDLCPU, 0};
+  args.tables = ktables.data();
+  args.num_tables = ktables.size();
+  args.optimizer = options.optimizer.optimizer;
+  args.optimizer_params = options.optimizer.params.view();
+  args.options = options.kernel_options.view();
+  auto kernel = Kernel::Create(ref, args);
+  if (!kernel.ok()) {
+    return kernel.status().WithContext("kernel '" + ref.name() + "' refused the tables");
+  }
+  return EmbeddingTables(std::move(kernel).value(), std::move(tables), options, ref.name());
+}
+
+StatusOr<int32_t> EmbeddingTables::TableIndex(const std::string& name) const {
+  std::vector<std::string> names;
+  for (size_t t = 0; t < configs_.size(); ++t) {
+    if (configs_[t].name == name) return static_cast<int32_t>(t);
+    names.push_back(configs_[t].name);
+  }
+  return Status(SR_NOT_FOUND, fmt::format("no table '{}' (tables: {})", name, fmt::join(names, ", ")));
+}
+
+Status EmbeddingTables::RowsCall(int32_t table, const Tensor* weights, const Tensor* state, bool write) const {
+  const int64_t rows = configs_.at(static_cast<size_t>(table)).num_embeddings;
+  std::vector<int64_t> ids(static_cast<size_t>(rows));
+  std::iota(ids.begin(), ids.end(), int64_t{0});
+  DLView ids_view(ids.data(), {rows});
+  sr_kernel_rows_args args{};
+  args.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
+  args.table = table;
+  args.rows = ids_view.get();
+  args.weights = weights ? const_cast<DLTensor*>(&weights->dl()) : nullptr;
+  args.state = state ? const_cast<DLTensor*>(&state->dl()) : nullptr;
+  return write ? kernel_.WriteRows(args) : kernel_.ReadRows(args);
+}
+
+StatusOr<Tensor> EmbeddingTables::ReadWeights(int32_t table) const {
+  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  Tensor w = Tensor::Empty(info.weight_dtype, {info.num_rows, info.dim});
+  SR_RETURN_IF_ERROR(RowsCall(table, &w, nullptr, false));
+  return w;
+}
+
+Status EmbeddingTables::WriteWeights(int32_t table, const Tensor& weights) const {
+  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  const std::string what = "weights of table '" + configs_[static_cast<size_t>(table)].name + "'";
+  SR_RETURN_IF_ERROR(ExpectTensor(weights, what, info.weight_dtype, 2));
+  if (weights.size(0) != info.num_rows || weights.size(1) != info.dim) {
+    return InvalidArgumentError(fmt::format("{}: expected shape [{}, {}], got {}", what, info.num_rows, info.dim,
+                                            ShapeString(weights.shape())));
+  }
+  return RowsCall(table, &weights, nullptr, true);
+}
+
+StatusOr<Tensor> EmbeddingTables::ReadState(int32_t table) const {
+  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  Tensor s = Tensor::Empty(dtype::kFloat32, {info.num_rows, info.state_dim});
+  if (info.state_dim > 0) SR_RETURN_IF_ERROR(RowsCall(table, nullptr, &s, false));
+  return s;
+}
+
+Status EmbeddingTables::WriteState(int32_t table, const Tensor& state) const {
+  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  const std::string what = "optimizer state of table '" + configs_[static_cast<size_t>(table)].name + "'";
+  SR_RETURN_IF_ERROR(ExpectTensor(state, what, dtype::kFloat32, 2));
+  if (state.size(0) != info.num_rows || state.size(1) != info.state_dim) {
+    return InvalidArgumentError(fmt::format("{}: expected shape [{}, {}], got {}", what, info.num_rows,
+                                            info.state_dim, ShapeString(state.shape())));
+  }
+  if (info.state_dim == 0) return Status::Ok();
+  return RowsCall(table, nullptr, &state, true);
+}
+
+StatusOr<KeyedJaggedTensor> EmbeddingTables::SelectFeatures(const KeyedJaggedTensor& input) const {
+  std::vector<std::string> names;
+  for (const auto& f : features_) names.push_back(f.name);
+  return input.Select(names);
+}
+
+StatusOr<EmbeddingTables::LookupBuffers> EmbeddingTables::PrepareLookup(const KeyedJaggedTensor& kjt,
+                                                                        const std::vector<int64_t>& rows,
+                                                                        const std::vector<int64_t>& columns) const {
+  const size_t num_features = features_.size();
+  if (static_cast<size_t>(kjt.num_keys()) != num_features || rows.size() != num_features ||
+      columns.size() != num_features) {
+    return InternalError("lookup: features, rows and columns disagree with the table group");
+  }
+  LookupBuffers b;
+  b.bag_offsets.push_back(0);
+  bool any_weighted = false;
+  for (size_t f = 0; f < num_features; ++f) {
+    if (kjt.keys()[f] != features_[f].name) {
+      return InternalError("lookup: feature " + kjt.keys()[f] + " out of order (expected " + features_[f].name + ")");
+    }
+    const auto& config = configs_[static_cast<size_t>(features_[f].table)];
+    b.table.push_back(features_[f].table);
+    b.pooling.push_back(KernelPooling(config.pooling));
+    b.bag_offsets.push_back(kjt.BagOffset(static_cast<int>(f) + 1));
+    if (config.is_weighted && config.pooling != PoolingType::kNone) {
+      if (!kjt.has_weights()) {
+        return InvalidArgumentError("table '" + config.name + "' is weighted but the input has no weights (feature '" +
+                                    features_[f].name + "')");
+      }
+      any_weighted = true;
+    }
+  }
+  if (any_weighted) {
+    // Features of unweighted tables get weight 1 (the kernel takes one array).
+    b.weights = *kjt.weights();
+    const auto offsets = kjt.offset_per_key();
+    for (size_t f = 0; f < num_features; ++f) {
+      const auto& config = configs_[static_cast<size_t>(features_[f].table)];
+      if (!config.is_weighted) {
+        std::fill(b.weights.begin() + offsets[f], b.weights.begin() + offsets[f + 1], 1.0f);
+      }
+    }
+  }
+  return b;
+}
+
+namespace {
+struct LookupViews {
+  LookupViews(const KeyedJaggedTensor& kjt, const std::vector<float>& weights)
+      : offsets(kjt.offsets().data(), {static_cast<int64_t>(kjt.offsets().size())}),
+        indices(kjt.values().data(), {static_cast<int64_t>(kjt.values().size())}),
+        weights_view(weights.data(), {static_cast<int64_t>(weights.size())}) {}
+
+  template <class Buffers>
+  sr_kernel_lookup_args Args(const Buffers& b, const std::vector<int64_t>& rows,
+                             const std::vector<int64_t>& columns, int32_t bounds_check) {
+    sr_kernel_lookup_args lookup{};
+    lookup.struct_size = SR_STRUCT_SIZE(sr_kernel_lookup_args, stream);
+    lookup.num_features = b.table.size();
+    lookup.feature_table = b.table.data();
+    lookup.feature_pooling = b.pooling.data();
+    lookup.feature_bag_offsets = b.bag_offsets.data();
+    lookup.feature_output_row = rows.data();
+    lookup.feature_output_col = columns.data();
+    lookup.offsets = offsets.get();
+    lookup.indices = indices.get();
+    lookup.per_sample_weights = b.weights.empty() ? nullptr : weights_view.get();
+    lookup.bounds_check = bounds_check;
+    return lookup;
+  }
+  DLView offsets, indices, weights_view;
+};
+}  // namespace
+
+Status EmbeddingTables::Forward(const KeyedJaggedTensor& features, const std::vector<int64_t>& rows,
+                                const std::vector<int64_t>& columns, Tensor& output, int64_t* invalid) const {
+  SR_ASSIGN_OR_RETURN(auto b, PrepareLookup(features, rows, columns));
+  LookupViews views(features, b.weights);
+  sr_kernel_lookup_args lookup = views.Args(b, rows, columns, options_.bounds_check);
+  lookup.num_invalid_ids = invalid;
+  sr_kernel_forward_args args{};
+  args.struct_size = SR_STRUCT_SIZE(sr_kernel_forward_args, output);
+  args.lookup = &lookup;
+  args.output = output.mutable_dl();
+  return kernel_.Forward(args);
+}
+
+Status EmbeddingTables::Backward(const KeyedJaggedTensor& features, const std::vector<int64_t>& rows,
+                                 const std::vector<int64_t>& columns, const Tensor& grad, int64_t iteration,
+                                 double learning_rate) const {
+  if (!kernel_.HasBackward()) {
+    return UnimplementedError("kernel '" + kernel_name_ + "' is inference-only (no backward)");
+  }
+  SR_ASSIGN_OR_RETURN(auto b, PrepareLookup(features, rows, columns));
+  LookupViews views(features, b.weights);
+  sr_kernel_lookup_args lookup = views.Args(b, rows, columns, options_.bounds_check);
+  sr_kernel_backward_args args{};
+  args.struct_size = SR_STRUCT_SIZE(sr_kernel_backward_args, learning_rate);
+  args.lookup = &lookup;
+  args.grad_output = &grad.dl();
+  args.iteration = iteration;
+  args.learning_rate = learning_rate;
+  return kernel_.Backward(args);
+}
+
+}  // namespace shardrec

@@ -1,0 +1,177 @@
+// .npy reader and writer (see npy.h). The format: magic "\x93NUMPY", a
+// version byte pair, a little-endian header length (2 bytes in v1, 4 in
+// v2/v3), then a Python dict literal padded with spaces to a 64-byte
+// boundary: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }.
+#include "shardrec/core/tensor/npy.h"
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <unistd.h>
+
+namespace shardrec {
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicSize = 6;
+
+struct DescrType {
+  const char* descr;
+  DLDataType dtype;
+};
+// '|' marks single-byte types (no byte order); '<' little-endian.
+constexpr DescrType kDescrs[] = {
+    {"|i1", {kDLInt, 8, 1}},    {"<i2", {kDLInt, 16, 1}},
+    {"<i4", {kDLInt, 32, 1}},   {"<i8", {kDLInt, 64, 1}},   {"|u1", {kDLUInt, 8, 1}},
+    {"<u2", {kDLUInt, 16, 1}},  {"<u4", {kDLUInt, 32, 1}},  {"<u8", {kDLUInt, 64, 1}},
+    {"<f2", {kDLFloat, 16, 1}}, {"<f4", {kDLFloat, 32, 1}}, {"<f8", {kDLFloat, 64, 1}},
+};
+
+Status FileError(const std::filesystem::path& path, const std::string& what) {
+  return InvalidArgumentError(path.string() + ": " + what);
+}
+
+StatusOr<DLDataType> ParseDescr(const std::filesystem::path& path, const std::string& descr) {
+  std::string d = descr;
+  if (d.size() == 3 && d[0] == '=') d[0] = '<';  // native order, and we are little-endian
+  if (d.size() == 3 && d[0] == '<' && (d[1] == 'i' || d[1] == 'u') && d[2] == '1') {
+    d[0] = '|';
+  }
+  for (const auto& e : kDescrs) {
+    if (d == e.descr) return e.dtype;
+  }
+  if (!descr.empty() && descr[0] == '>') {
+    return FileError(path, "big-endian arrays ('" + descr +
+                               "') are not supported; save with arr.astype(arr.dtype.newbyteorder('<'))");
+  }
+  return FileError(path, "unsupported dtype '" + descr +
+                             "' (supported: int8-64, uint8-64, float16/32/64)");
+}
+
+const char* DescrOf(DLDataType t) {
+  for (const auto& e : kDescrs) {
+    if (SameDType(e.dtype, t)) return e.descr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+StatusOr<Tensor> ReadNpy(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::error_code ec;
+    return std::filesystem::exists(path, ec)
+               ? FileError(path, "cannot be opened for reading")
+               : Status(SR_NOT_FOUND, path.string() + ": no such file");
+  }
+  char prefix[kMagicSize + 2];
+  if (!in.read(prefix, sizeof prefix) || std::memcmp(prefix, kMagic, kMagicSize) != 0) {
+    return FileError(path, "not a NumPy .npy file (bad magic)");
+  }
+  const int major = static_cast<unsigned char>(prefix[kMagicSize]);
+  if (major < 1 || major > 3) {
+    return FileError(path, ".npy format version " + std::to_string(major) + " is not supported");
+  }
+  uint32_t header_len = 0;
+  unsigned char len_bytes[4] = {0, 0, 0, 0};
+  const int len_size = major == 1 ? 2 : 4;
+  if (!in.read(reinterpret_cast<char*>(len_bytes), len_size)) return FileError(path, "truncated header");
+  for (int i = len_size - 1; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
+  if (header_len > (1u << 20)) return FileError(path, "header of " + std::to_string(header_len) + " bytes is implausible");
+  std::string header(header_len, '\0');
+  if (!in.read(header.data(), header_len)) return FileError(path, "truncated header");
+
+  static const std::regex descr_re(R"('descr'\s*:\s*'([^']*)')");
+  static const std::regex order_re(R"('fortran_order'\s*:\s*(True|False))");
+  static const std::regex shape_re(R"('shape'\s*:\s*\(([^)]*)\))");
+  std::smatch m;
+  if (!std::regex_search(header, m, descr_re)) return FileError(path, "header has no 'descr'");
+  SR_ASSIGN_OR_RETURN(DLDataType dtype, ParseDescr(path, m[1].str()));
+  if (!std::regex_search(header, m, order_re)) return FileError(path, "header has no 'fortran_order'");
+  if (m[1].str() == "True") {
+    return FileError(path, "Fortran-ordered arrays are not supported; save np.ascontiguousarray(arr)");
+  }
+  if (!std::regex_search(header, m, shape_re)) return FileError(path, "header has no 'shape'");
+  std::vector<int64_t> shape;
+  std::stringstream dims(m[1].str());
+  std::string item;
+  while (std::getline(dims, item, ',')) {
+    const auto first = item.find_first_not_of(" \t");
+    if (first == std::string::npos) continue;  // the trailing comma of (3,)
+    try {
+      size_t used = 0;
+      const long long e = std::stoll(item.substr(first), &used);
+      if (e < 0) throw std::invalid_argument("negative");
+      shape.push_back(e);
+    } catch (const std::exception&) {
+      return FileError(path, "bad shape '(" + m[1].str() + ")' in header");
+    }
+  }
+
+  Tensor t = Tensor::Empty(dtype, shape);
+  const auto payload_start = in.tellg();
+  in.seekg(0, std::ios::end);
+  const auto available = static_cast<size_t>(in.tellg() - payload_start);
+  if (available < t.nbytes()) {
+    return FileError(path, "truncated: header says " + DTypeName(dtype) + " " +
+                               ShapeString(shape) + " (" + std::to_string(t.nbytes()) +
+                               " bytes) but only " + std::to_string(available) + " bytes follow");
+  }
+  in.seekg(payload_start);
+  if (t.nbytes() > 0 && !in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()))) {
+    return FileError(path, "read error");
+  }
+  return t;
+}
+
+Status WriteNpy(const std::filesystem::path& path, const Tensor& tensor) {
+  const char* descr = DescrOf(tensor.dtype());
+  if (descr == nullptr) {
+    return InvalidArgumentError(path.string() + ": cannot write dtype " + DTypeName(tensor.dtype()) +
+                                " to .npy (NumPy has no such type; convert to float32 first)");
+  }
+  std::string shape = "(";
+  for (int64_t e : tensor.shape()) shape += std::to_string(e) + ", ";
+  if (tensor.ndim() > 1) shape.resize(shape.size() - 2);
+  else if (tensor.ndim() == 1) shape.resize(shape.size() - 1);  // "(3,)"
+  shape += ")";
+  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
+                       shape + ", }";
+  // Pad so that magic + version + length + header + '\n' is a multiple of 64.
+  const size_t unpadded = kMagicSize + 2 + 2 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header += '\n';
+  if (header.size() > 65535) return InvalidArgumentError(path.string() + ": shape too long for .npy v1");
+
+  const auto tmp = path.parent_path() / (".tmp." + path.filename().string() + "." + std::to_string(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return InvalidArgumentError(path.string() + ": cannot create (is the directory writable?)");
+    const unsigned char version_len[4] = {1, 0, static_cast<unsigned char>(header.size() & 0xFF),
+                                          static_cast<unsigned char>(header.size() >> 8)};
+    out.write(kMagic, kMagicSize);
+    out.write(reinterpret_cast<const char*>(version_len), 4);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(static_cast<const char*>(tensor.raw_data()), static_cast<std::streamsize>(tensor.nbytes()));
+    out.flush();
+    if (!out) {
+      out.close();
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      return InternalError(path.string() + ": write failed (disk full?)");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return InternalError(path.string() + ": rename failed: " + ec.message());
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardrec
