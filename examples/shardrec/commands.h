@@ -11,5 +11,7 @@ int RunDefault(const std::vector<std::string>& args);       // no subcommand
 int RunPluginsList(const std::vector<std::string>& args);   // plugins list
 int RunPluginsCheck(const std::vector<std::string>& args);  // plugins check
 int RunBenchAbi(const std::vector<std::string>& args);      // bench abi
+int RunBenchKernel(const std::vector<std::string>& args);   // bench kernel
+int RunEmbed(const std::vector<std::string>& args);         // embed
 
 }  // namespace shardrec::cli

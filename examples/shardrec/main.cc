@@ -21,8 +21,12 @@ const std::vector<Command>& Commands() {
        &RunPluginsList},
       {"plugins check", "run the conformance kit on plugin libraries given by path",
        &RunPluginsCheck},
+      {"embed", "look up a batch (.npy files) in tables (JSON); optionally one optimizer step",
+       &RunEmbed},
       {"bench abi", "cost of one call through the plugin ABI vs a C++ virtual call",
        &RunBenchAbi},
+      {"bench kernel", "kernel forward/backward speed vs a row-gather probe of the same table",
+       &RunBenchKernel},
   };
   return commands;
 }

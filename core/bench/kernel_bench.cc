@@ -1,0 +1,140 @@
+// Kernel benchmark against the gather probe (see kernel_bench.h).
+#include "kernel_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "gather_probe.h"
+#include "shardrec/core/dl_view.h"
+#include "shardrec/core/tensor/tensor.h"
+
+namespace shardrec::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs `step(batch)` over the cycled batches until min_time has passed,
+// `reps` times; returns lookups/s best and median.
+template <class Step>
+StatusOr<Rate> Measure(const std::vector<IdBatch>& batches, const KernelBenchConfig& c, Step&& step) {
+  std::vector<double> rates;
+  size_t next = 0;
+  for (int rep = 0; rep < c.reps; ++rep) {
+    double busy = 0;
+    int64_t lookups = 0;
+    while (busy < c.min_time) {
+      const IdBatch& b = batches[next++ % batches.size()];
+      SR_ASSIGN_OR_RETURN(double seconds, step(b));
+      busy += seconds;
+      lookups += static_cast<int64_t>(b.ids.size());
+    }
+    rates.push_back(static_cast<double>(lookups) / busy);
+  }
+  std::sort(rates.begin(), rates.end());
+  return Rate{rates.back(), rates[rates.size() / 2]};
+}
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+StatusOr<KernelBenchResult> RunKernelBench(const ComponentRef& ref, const KernelBenchConfig& c,
+                                           const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& s) {
+    if (progress) progress(s);
+  };
+  KernelBenchResult result;
+  const int64_t elem = (c.dtype.bits + 7) / 8;
+  result.row_bytes = static_cast<double>(c.dim * elem);
+
+  say(fmt::format("generating {} batches of {} bags x {} ids ({})", c.batches, c.batch, c.pooling, c.ids.ToString()));
+  const auto batches = MakeIdBatches(c.rows, c.batch, c.pooling, c.ids, 42, c.batches);
+
+  say(fmt::format("creating a {} x {} table on kernel '{}'", c.rows, c.dim, ref.name()));
+  sr_kernel_table table{};
+  table.struct_size = SR_STRUCT_SIZE(sr_kernel_table, global_col_offset);
+  table.name = "bench";
+  table.num_rows = c.rows;
+  table.dim = c.dim;
+  table.weight_dtype = c.dtype;
+  table.init_min = -0.01;
+  table.init_max = 0.01;
+  table.init_seed = 7;
+  sr_kernel_create_args args{};
+  args.struct_size = SR_STRUCT_SIZE(sr_kernel_create_args, options);
+  args.device = {kDLCPU, 0};
+  args.tables = &table;
+  args.num_tables = 1;
+  args.optimizer = c.optimizer;
+  args.optimizer_params = c.optimizer_params.view();
+  args.options = c.kernel_options.view();
+  const auto t0 = Clock::now();
+  SR_ASSIGN_OR_RETURN(Kernel kernel, Kernel::Create(ref, args));
+  result.init_seconds = Since(t0);
+
+  say("probe: random-row gather, same shape, ids and threads");
+  GatherProbe probe(c.rows, c.dim * elem, c.batch, c.threads);
+  for (const auto& b : batches) probe.Run(b);  // fault the pages in
+  SR_ASSIGN_OR_RETURN(result.probe, Measure(batches, c, [&](const IdBatch& b) -> StatusOr<double> {
+                        return probe.Run(b);
+                      }));
+
+  Tensor out = Tensor::Empty({kDLFloat, 32, 1}, {c.batch, c.dim});
+  std::vector<float> grad_values(static_cast<size_t>(c.batch * c.dim));
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> g(-1e-3f, 1e-3f);
+  for (float& v : grad_values) v = g(rng);
+  const int32_t zero32 = 0, pooling = 0;
+  const int64_t zero64 = 0;
+  auto run = [&](const IdBatch& b, bool backward) -> StatusOr<double> {
+    const int64_t bag_offsets[2] = {0, c.batch};
+    DLView offsets(b.offsets.data(), {static_cast<int64_t>(b.offsets.size())});
+    DLView indices(b.ids.data(), {static_cast<int64_t>(b.ids.size())});
+    DLView weights(b.weights.data(), {static_cast<int64_t>(b.weights.size())});
+    DLView grad(grad_values.data(), {c.batch, c.dim});
+    sr_kernel_lookup_args lookup{};
+    lookup.struct_size = SR_STRUCT_SIZE(sr_kernel_lookup_args, stream);
+    lookup.num_features = 1;
+    lookup.feature_table = &zero32;
+    lookup.feature_pooling = &pooling;
+    lookup.feature_bag_offsets = bag_offsets;
+    lookup.feature_output_row = &zero64;
+    lookup.feature_output_col = &zero64;
+    lookup.offsets = offsets.get();
+    lookup.indices = indices.get();
+    lookup.per_sample_weights = c.weighted ? weights.get() : nullptr;
+    lookup.bounds_check = SR_BOUNDS_CHECK_NONE;  // the caller guarantees ids; measure the lookup
+    const auto start = Clock::now();
+    if (backward) {
+      sr_kernel_backward_args a{};
+      a.struct_size = SR_STRUCT_SIZE(sr_kernel_backward_args, learning_rate);
+      a.lookup = &lookup;
+      a.grad_output = grad.get();
+      a.iteration = 1;
+      a.learning_rate = std::numeric_limits<double>::quiet_NaN();
+      SR_RETURN_IF_ERROR(kernel.Backward(a));
+    } else {
+      sr_kernel_forward_args a{};
+      a.struct_size = SR_STRUCT_SIZE(sr_kernel_forward_args, output);
+      a.lookup = &lookup;
+      a.output = out.mutable_dl();
+      SR_RETURN_IF_ERROR(kernel.Forward(a));
+    }
+    return Since(start);
+  };
+  say("kernel forward");
+  for (const auto& b : batches) SR_RETURN_IF_ERROR(run(b, false).status());  // warm-up
+  SR_ASSIGN_OR_RETURN(result.forward, Measure(batches, c, [&](const IdBatch& b) { return run(b, false); }));
+  result.has_backward = kernel.HasBackward() && c.optimizer != 0;
+  if (result.has_backward) {
+    say("kernel backward + optimizer");
+    SR_ASSIGN_OR_RETURN(result.backward, Measure(batches, c, [&](const IdBatch& b) { return run(b, true); }));
+  }
+  return result;
+}
+
+}  // namespace shardrec::bench

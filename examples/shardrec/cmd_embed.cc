@@ -1,0 +1,262 @@
+// `shardrec embed`: one unsharded forward (and optionally one fused
+// backward + optimizer step) of the tables in a JSON file over a KJT read
+// from a directory of .npy files, through any kernel plugin. This is how a
+// user checks our numbers against PyTorch (tests/python/compare_torch.py
+// does it). Everything is read and computed before anything is written, so
+// bad input leaves --out untouched.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "shardrec/core/io/batch_dir.h"
+#include "shardrec/core/modules/embedding_bag_collection.h"
+#include "shardrec/core/modules/embedding_collection.h"
+#include "shardrec/core/tensor/dtype_convert.h"
+#include "shardrec/core/tensor/npy.h"
+
+namespace shardrec::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct EmbedFlags {
+  std::string tables, weights, state, batch, out, grad, optimizer, kernel = "cpu", bounds = "fatal";
+  uint64_t init_seed = 0;
+  int64_t iteration = 1;
+};
+
+// Weights from DIR/NAME.npy: [rows, dim], float32 (any table) or float16
+// (an fp16 table); converted to the table's dtype with round-to-nearest-even.
+Status LoadWeights(const EmbeddingTables& tables, const fs::path& dir) {
+  for (size_t t = 0; t < tables.configs().size(); ++t) {
+    const auto& config = tables.configs()[t];
+    const fs::path path = dir / (config.name + ".npy");
+    SR_ASSIGN_OR_RETURN(Tensor raw, ReadNpy(path));
+    SR_ASSIGN_OR_RETURN(Tensor f32, ToFloat32(raw, path.string()));
+    if (f32.ndim() != 2 || f32.size(0) != config.num_embeddings || f32.size(1) != config.embedding_dim) {
+      return InvalidArgumentError(path.string() + ": expected shape [" + std::to_string(config.num_embeddings) +
+                                  ", " + std::to_string(config.embedding_dim) + "] for table '" + config.name +
+                                  "', got " + ShapeString(f32.shape()));
+    }
+    SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(f32, ToDLDataType(config.data_type), path.string()));
+    SR_RETURN_IF_ERROR(tables.WriteWeights(static_cast<int32_t>(t), typed));
+  }
+  return Status::Ok();
+}
+
+// Optimizer state from DIR/NAME.state.npy where present (float32 [rows, state_dim]).
+Status LoadState(const EmbeddingTables& tables, const fs::path& dir) {
+  for (size_t t = 0; t < tables.configs().size(); ++t) {
+    const fs::path path = dir / (tables.configs()[t].name + ".state.npy");
+    if (!fs::exists(path)) continue;
+    SR_ASSIGN_OR_RETURN(Tensor state, ReadNpy(path));
+    SR_RETURN_IF_ERROR(tables.WriteState(static_cast<int32_t>(t), state).WithContext(path.string()));
+  }
+  return Status::Ok();
+}
+
+struct TableFiles {
+  std::string name;
+  Tensor weights;  // float32
+  Tensor state;    // float32 [rows, state_dim], may have 0 columns
+};
+
+StatusOr<std::vector<TableFiles>> SnapshotTables(const EmbeddingTables& tables) {
+  std::vector<TableFiles> out;
+  for (size_t t = 0; t < tables.configs().size(); ++t) {
+    SR_ASSIGN_OR_RETURN(Tensor w, tables.ReadWeights(static_cast<int32_t>(t)));
+    SR_ASSIGN_OR_RETURN(Tensor w32, ToFloat32(w, tables.configs()[t].name));
+    SR_ASSIGN_OR_RETURN(Tensor s, tables.ReadState(static_cast<int32_t>(t)));
+    out.push_back({tables.configs()[t].name, std::move(w32), std::move(s)});
+  }
+  return out;
+}
+
+int Fail(const std::string& message) {
+  std::cerr << "shardrec embed: " << message << "\n";
+  return kExitFailure;
+}
+
+}  // namespace
+
+int RunEmbed(const std::vector<std::string>& args) {
+  GlobalOptions g;
+  EmbedFlags f;
+  po::options_description desc("embed options");
+  AddGlobalOptions(desc, &g);
+  desc.add_options()
+      ("tables", po::value(&f.tables)->required(),
+       "JSON tables file: {\"tables\": [{\"name\", \"num_embeddings\", \"embedding_dim\", \"feature_names\", "
+       "\"pooling\" sum|mean|none, \"data_type\" fp32|fp16|bf16, \"weight_init_min\", \"weight_init_max\", "
+       "\"is_weighted\"}]}")
+      ("weights", po::value(&f.weights), "directory with one NAME.npy [rows, dim] per table (float32, or "
+       "float16 for fp16 tables); without it, tables start from --init-seed")
+      ("init-seed", po::value(&f.init_seed)->default_value(0),
+       "seed of the initial weights (uniform in each table's init range; the same values on every kernel)")
+      ("state", po::value(&f.state), "directory with NAME.state.npy optimizer state to start from")
+      ("batch", po::value(&f.batch)->required(),
+       "KJT directory: keys.txt, lengths.npy, values.npy, optional weights.npy and stride_per_key.npy")
+      ("out", po::value(&f.out)->required(), "output directory (created)")
+      ("grad", po::value(&f.grad),
+       "gradient of the pooled output, float32 [B, sum of dims]: run one backward + optimizer step")
+      ("optimizer", po::value(&f.optimizer)->default_value("sgd,lr=0.01"),
+       "with --grad: NAME[,key=value...]; NAME sgd|adagrad|rowwise_adagrad|adam; keys lr (learning_rate), "
+       "eps, beta1, beta2, weight_decay, initial_accumulator_value")
+      ("iteration", po::value(&f.iteration)->default_value(1), "step number, 1-based (Adam's bias correction)")
+      ("kernel", po::value(&f.kernel)->default_value("cpu"), "compute-kernel plugin to run on")
+      ("bounds-check", po::value(&f.bounds)->default_value("fatal"),
+       "ids outside a table: fatal (error, nothing written), warning (log, treat as absent), ignore, none");
+  po::variables_map vm;
+  int code = kExitOk;
+  if (!Parse("embed", args, desc, nullptr, &vm, &code,
+             "\n\nLooks up a batch in embedding tables and writes the result as .npy files:\n"
+             "  OUT/values.npy, OUT/keys.txt, OUT/offset_per_key.npy     pooled tables (a KeyedTensor)\n"
+             "  OUT/sequence/FEATURE/{values,lengths}.npy                sequence tables (pooling none)\n"
+             "With --grad it then applies one fused backward + optimizer step and writes\n"
+             "  OUT/tables/NAME.npy (float32) and OUT/tables/NAME.state.npy (optimizer state).\n"
+             "The formats are in docs/file-formats.md.")) {
+    return code;
+  }
+  HostSession session;
+  if (!OpenSession("embed", g, /*discover=*/true, &session)) return kExitUsage;
+  const auto start = std::chrono::steady_clock::now();
+
+  auto tables = LoadTablesFile(f.tables);
+  if (!tables.ok()) return Fail(tables.status().message());
+  EmbeddingModuleOptions options;
+  options.kernel = f.kernel;
+  options.kernel_options = session.plugin_options.For("kernel", f.kernel);
+  options.init_seed = f.init_seed;
+  auto bounds = ParseBoundsCheckMode(f.bounds);
+  if (!bounds.ok()) return Fail("--bounds-check: " + bounds.status().message());
+  options.bounds_check = bounds.value();
+  if (vm.count("grad")) {
+    auto spec = OptimizerSpec::Parse(f.optimizer);
+    if (!spec.ok()) return Fail("--optimizer: " + spec.status().message());
+    options.optimizer = spec.value();
+  }
+  std::vector<EmbeddingTableConfig> pooled, sequence;
+  for (const auto& t : tables.value()) (t.pooling == PoolingType::kNone ? sequence : pooled).push_back(t);
+
+  std::optional<EmbeddingBagCollection> ebc;
+  std::optional<EmbeddingCollection> ec;
+  if (!pooled.empty()) {
+    auto made = EmbeddingBagCollection::Create(session.registry, pooled, options);
+    if (!made.ok()) return Fail(made.status().message());
+    ebc.emplace(std::move(made).value());
+  }
+  if (!sequence.empty()) {
+    auto made = EmbeddingCollection::Create(session.registry, sequence, options);
+    if (!made.ok()) return Fail(made.status().message());
+    ec.emplace(std::move(made).value());
+  }
+  for (const EmbeddingTables* group : {ebc ? &ebc->tables() : nullptr, ec ? &ec->tables() : nullptr}) {
+    if (group == nullptr) continue;
+    if (vm.count("weights")) {
+      if (Status s = LoadWeights(*group, f.weights); !s.ok()) return Fail(s.message());
+    }
+    if (vm.count("state")) {
+      if (Status s = LoadState(*group, f.state); !s.ok()) return Fail(s.message());
+    }
+  }
+
+  auto kjt = ReadKjtDir(f.batch);
+  if (!kjt.ok()) return Fail(kjt.status().message());
+  spdlog::info("embed: {} on kernel '{}'", kjt->DebugString(), f.kernel);
+
+  int64_t invalid = 0, invalid_seq = 0;
+  std::optional<KeyedTensor> pooled_out;
+  std::map<std::string, JaggedTensor> sequence_out;
+  if (ebc) {
+    auto out = ebc->Forward(kjt.value(), &invalid);
+    if (!out.ok()) return Fail(out.status().message());
+    pooled_out.emplace(std::move(out).value());
+  }
+  if (ec) {
+    auto out = ec->Forward(kjt.value(), &invalid_seq);
+    if (!out.ok()) return Fail(out.status().message());
+    sequence_out = std::move(out).value();
+  }
+
+  std::vector<TableFiles> updated;
+  if (vm.count("grad")) {
+    if (!ebc) return Fail("--grad is the gradient of the pooled output, but no table pools");
+    auto grad = ReadNpy(f.grad);
+    if (!grad.ok()) return Fail(grad.status().message());
+    if (Status s = ebc->Backward(kjt.value(), grad.value(), f.iteration); !s.ok()) {
+      return Fail(s.WithContext(f.grad).message());
+    }
+    auto snapshot = SnapshotTables(ebc->tables());
+    if (!snapshot.ok()) return Fail(snapshot.status().message());
+    updated = std::move(snapshot).value();
+  }
+
+  // Everything is computed: now write.
+  const fs::path out_dir = f.out;
+  if (pooled_out) {
+    if (Status s = WriteKeyedTensorDir(out_dir, *pooled_out); !s.ok()) return Fail(s.message());
+  }
+  for (const auto& [feature, jt] : sequence_out) {
+    if (Status s = WriteJaggedDir(out_dir / "sequence" / feature, jt); !s.ok()) return Fail(s.message());
+  }
+  for (const auto& t : updated) {
+    std::error_code ec_dir;
+    fs::create_directories(out_dir / "tables", ec_dir);
+    if (Status s = WriteNpy(out_dir / "tables" / (t.name + ".npy"), t.weights); !s.ok()) return Fail(s.message());
+    if (t.state.size(1) > 0) {
+      if (Status s = WriteNpy(out_dir / "tables" / (t.name + ".state.npy"), t.state); !s.ok()) {
+        return Fail(s.message());
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  const int64_t batch = pooled_out ? pooled_out->batch_size() : kjt->stride();
+  if (g.json) {
+    nlohmann::json j{{"batch_size", batch},
+                     {"features", kjt->keys()},
+                     {"num_ids", kjt->values().size()},
+                     {"invalid_ids", invalid + invalid_seq},
+                     {"kernel", f.kernel},
+                     {"out", out_dir.string()},
+                     {"seconds", seconds}};
+    if (pooled_out) {
+      j["pooled_shape"] = pooled_out->values().shape();
+      j["offset_per_key"] = pooled_out->offset_per_key();
+    }
+    j["sequence_features"] = nlohmann::json::array();
+    for (const auto& [feature, jt] : sequence_out) j["sequence_features"].push_back(feature);
+    j["updated_tables"] = nlohmann::json::array();
+    for (const auto& t : updated) j["updated_tables"].push_back(t.name);
+    if (!updated.empty()) j["optimizer"] = options.optimizer.ToString();
+    std::cout << j.dump() << "\n";
+  } else {
+    if (pooled_out) {
+      std::printf("pooled: %s values %s -> %s/values.npy\n", ShapeString(pooled_out->offset_per_key()).c_str(),
+                  ShapeString(pooled_out->values().shape()).c_str(), out_dir.c_str());
+    }
+    for (const auto& [feature, jt] : sequence_out) {
+      std::printf("sequence %s: values %s -> %s\n", feature.c_str(), ShapeString(jt.values.shape()).c_str(),
+                  (out_dir / "sequence" / feature).c_str());
+    }
+    if (!updated.empty()) {
+      std::printf("one %s step on %zu table(s) -> %s/tables/\n", options.optimizer.ToString().c_str(),
+                  updated.size(), out_dir.c_str());
+    }
+    if (invalid + invalid_seq > 0) {
+      std::printf("%lld id(s) outside their table were treated as absent (--bounds-check %s)\n",
+                  static_cast<long long>(invalid + invalid_seq), f.bounds.c_str());
+    }
+    std::printf("done in %.3f s\n", seconds);
+  }
+  return kExitOk;
+}
+
+}  // namespace shardrec::cli
