@@ -16,6 +16,7 @@ packages=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev redis-server
+  python3-numpy python3-torch  # tests/python: `shardrec embed` against torch.nn.EmbeddingBag
 )
 missing=()
 for p in "${packages[@]}"; do
