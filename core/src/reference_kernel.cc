@@ -168,8 +168,10 @@ void Forward(const std::vector<RefTable>& tables, const RefLookup& l, std::vecto
               l.per_sample_weights.empty() ? 1.0 : l.per_sample_weights[static_cast<size_t>(i)];
           acc += w * t.W(id, c);
         }
-        if (pooling == SR_POOLING_MEAN) acc /= static_cast<double>(std::max<int64_t>(end - begin, 1));
-        out[static_cast<size_t>(row * cols + l.feature_output_col[f] + c)] = static_cast<float>(acc);
+        if (pooling == SR_POOLING_MEAN)
+          acc /= static_cast<double>(std::max<int64_t>(end - begin, 1));
+        out[static_cast<size_t>(row * cols + l.feature_output_col[f] + c)] =
+            static_cast<float>(acc);
       }
     }
   }
@@ -199,7 +201,8 @@ void Backward(std::vector<RefTable>& tables, const RefLookup& l, const std::vect
         } else {
           row = l.feature_output_row[f] + (b - first_bag);
           coef = l.per_sample_weights.empty() ? 1.0 : l.per_sample_weights[static_cast<size_t>(i)];
-          if (pooling == SR_POOLING_MEAN) coef /= static_cast<double>(std::max<int64_t>(end - begin, 1));
+          if (pooling == SR_POOLING_MEAN)
+            coef /= static_cast<double>(std::max<int64_t>(end - begin, 1));
         }
         std::vector<double>& g = grads[ti][id];
         g.resize(static_cast<size_t>(t.dim), 0.0);
@@ -217,12 +220,14 @@ void Backward(std::vector<RefTable>& tables, const RefLookup& l, const std::vect
     RefTable& t = tables[ti];
     for (const auto& [r, g] : grads[ti]) {
       std::vector<double> gp(static_cast<size_t>(t.dim));
-      for (int64_t c = 0; c < t.dim; ++c) gp[static_cast<size_t>(c)] = g[static_cast<size_t>(c)] + wd * t.W(r, c);
+      for (int64_t c = 0; c < t.dim; ++c)
+        gp[static_cast<size_t>(c)] = g[static_cast<size_t>(c)] + wd * t.W(r, c);
       std::vector<double> w(static_cast<size_t>(t.dim));
       for (int64_t c = 0; c < t.dim; ++c) w[static_cast<size_t>(c)] = t.W(r, c);
       switch (opt.optimizer) {
         case SR_OPTIMIZER_SGD:
-          for (int64_t c = 0; c < t.dim; ++c) w[static_cast<size_t>(c)] -= lr * gp[static_cast<size_t>(c)];
+          for (int64_t c = 0; c < t.dim; ++c)
+            w[static_cast<size_t>(c)] -= lr * gp[static_cast<size_t>(c)];
           break;
         case SR_OPTIMIZER_ADAGRAD:
           for (int64_t c = 0; c < t.dim; ++c) {

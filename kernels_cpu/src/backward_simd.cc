@@ -112,7 +112,8 @@ HWY_INLINE void ApplyOptimizer(DF d, const SegmentJob& j, Elem<W>* w, float* sta
     ForEachVector<W, true>(d, j.dim, w, nullptr, nullptr, g,
                            [&](Elem<W>* wp, float*, float*, const float* gp) {
                              const VF wv = LoadRow<W>(d, wp);
-                             StoreRow<W>(d, hn::NegMulAdd(lr, Decayed(d, p, wv, scale, gp), wv), wp);
+                             StoreRow<W>(d, hn::NegMulAdd(lr, Decayed(d, p, wv, scale, gp), wv),
+                                         wp);
                            });
   } else if constexpr (kOptimizer == SR_OPTIMIZER_ADAGRAD) {
     const VF eps = hn::Set(d, p.eps);
@@ -139,8 +140,9 @@ HWY_INLINE void ApplyOptimizer(DF d, const SegmentJob& j, Elem<W>* w, float* sta
     ForEachVector<W, true>(d, j.dim, w, nullptr, nullptr, g,
                            [&](Elem<W>* wp, float*, float*, const float* gp) {
                              const VF wv = LoadRow<W>(d, wp);
-                             StoreRow<W>(d, hn::NegMulAdd(multiplier, Decayed(d, p, wv, scale, gp), wv),
-                                         wp);
+                             StoreRow<W>(
+                                 d, hn::NegMulAdd(multiplier, Decayed(d, p, wv, scale, gp), wv),
+                                 wp);
                            });
   } else {
     static_assert(kOptimizer == SR_OPTIMIZER_ADAM);

@@ -39,7 +39,8 @@ Table MakeTable(const sr_kernel_table& d, size_t index, int32_t optimizer,
   Table t;
   t.name = d.name != nullptr ? d.name : "table " + std::to_string(index);
   const std::string who = "table '" + t.name + "'";
-  if (d.num_rows < 0) throw InvalidArgument(who + ": num_rows " + std::to_string(d.num_rows) + " < 0");
+  if (d.num_rows < 0)
+    throw InvalidArgument(who + ": num_rows " + std::to_string(d.num_rows) + " < 0");
   if (d.dim < 1) throw InvalidArgument(who + ": dim " + std::to_string(d.dim) + " < 1");
   t.type = TypeOf(d.weight_dtype, who);
   t.dtype = d.weight_dtype;
@@ -48,7 +49,8 @@ Table MakeTable(const sr_kernel_table& d, size_t index, int32_t optimizer,
   t.state_dim = StateDim(optimizer, d.dim);
   // Keep every byte count (and element offset) well inside int64.
   const int64_t per_row = d.dim * 4 + t.state_dim * 4;
-  if (d.dim > (int64_t{1} << 24) || d.num_rows > (std::numeric_limits<int64_t>::max() / 4) / per_row) {
+  if (d.dim > (int64_t{1} << 24) ||
+      d.num_rows > (std::numeric_limits<int64_t>::max() / 4) / per_row) {
     throw InvalidArgument(who + ": " + std::to_string(d.num_rows) + " x " +
                           std::to_string(d.dim) + " is too large");
   }
@@ -87,9 +89,9 @@ CpuKernel::CpuKernel(const sr_kernel_create_args& a) {
                           " is smaller than sr_kernel_create_args v1.0");
   }
   if (a.device.device_type != kDLCPU) {
-    throw InvalidArgument("device: the cpu kernel runs on kDLCPU (device type 1), got device type " +
-                          std::to_string(a.device.device_type) + " id " +
-                          std::to_string(a.device.device_id));
+    throw InvalidArgument(
+        "device: the cpu kernel runs on kDLCPU (device type 1), got device type " +
+        std::to_string(a.device.device_type) + " id " + std::to_string(a.device.device_id));
   }
   options_ = ParseKernelOptions(a.options);
   optimizer_ = ParseOptimizer(a.optimizer, a.optimizer_params);
@@ -176,7 +178,7 @@ void CpuKernel::Forward(const sr_kernel_forward_args& a) {
   ValidateLookup(a.lookup, tables_, &lookup_);
   const sdk::TensorView<float, 2> out(a.output, "output");
   CheckWritableLayout("output", out.size(0), out.size(1), out.stride(0), out.stride(1));
-  ValidatePlacement(lookup_, tables_, out.size(0), out.size(1), "output");
+  ValidatePlacement(lookup_, tables_, out.size(0), out.size(1), "output", /*disjoint=*/true);
   CheckBounds(*a.lookup, tables_, "forward", &lookup_);
   RunForward(tables_, lookup_, out.data(), out.stride(0), out.stride(1),
              options_.prefetch_distance, *arena_, forward_jobs_);
@@ -196,7 +198,8 @@ void CpuKernel::Backward(const sr_kernel_backward_args& a) {
   std::lock_guard<std::mutex> lock(mutex_);
   ValidateLookup(a.lookup, tables_, &lookup_);
   const sdk::TensorView<const float, 2> grad(a.grad_output, "grad_output");
-  ValidatePlacement(lookup_, tables_, grad.size(0), grad.size(1), "grad_output");
+  ValidatePlacement(lookup_, tables_, grad.size(0), grad.size(1), "grad_output",
+                    /*disjoint=*/false);
   double lr = a.learning_rate;
   if (std::isnan(lr)) {
     lr = optimizer_.learning_rate;

@@ -130,8 +130,8 @@ void ValidateLookup(const sr_kernel_lookup_args* a, const std::vector<Table>& ta
   out->skip_invalid = false;
 }
 
-void ValidatePlacement(const Lookup& lookup, const std::vector<Table>& tables, int64_t rows,
-                       int64_t cols, const char* what) {
+void ValidatePlacement(Lookup& lookup, const std::vector<Table>& tables, int64_t rows,
+                       int64_t cols, const char* what, bool disjoint) {
   for (size_t f = 0; f < lookup.features.size(); ++f) {
     const FeatureWork& w = lookup.features[f];
     const Table& t = tables[static_cast<size_t>(w.table)];
@@ -144,6 +144,37 @@ void ValidatePlacement(const Lookup& lookup, const std::vector<Table>& tables, i
                             std::to_string(w.out_col + t.dim) + "), outside " + what +
                             " of shape [" + std::to_string(rows) + ", " + std::to_string(cols) +
                             "]");
+    }
+  }
+  if (!disjoint) return;
+  // Sweep in column order: only features whose column ranges intersect can
+  // collide (in the usual [batch, sum of dims] layout none do, so this is
+  // a sort and a pass).
+  std::vector<size_t>& order = lookup.order;
+  order.clear();
+  for (size_t f = 0; f < lookup.features.size(); ++f) {
+    if (lookup.features[f].OutputRows() > 0) order.push_back(f);
+  }
+  auto col_end = [&](size_t f) {
+    return lookup.features[f].out_col + tables[static_cast<size_t>(lookup.features[f].table)].dim;
+  };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return lookup.features[a].out_col < lookup.features[b].out_col ||
+           (lookup.features[a].out_col == lookup.features[b].out_col && a < b);
+  });
+  for (size_t x = 0; x < order.size(); ++x) {
+    const FeatureWork& a = lookup.features[order[x]];
+    for (size_t y = x + 1;
+         y < order.size() && lookup.features[order[y]].out_col < col_end(order[x]); ++y) {
+      const FeatureWork& b = lookup.features[order[y]];
+      if (a.out_row < b.out_row + b.OutputRows() && b.out_row < a.out_row + a.OutputRows()) {
+        const size_t fa = std::min(order[x], order[y]);
+        const size_t fb = std::max(order[x], order[y]);
+        throw InvalidArgument("features " + std::to_string(fa) + " and " + std::to_string(fb) +
+                              " would both write " + what + " element (" +
+                              std::to_string(std::max(a.out_row, b.out_row)) + ", " +
+                              std::to_string(std::max(a.out_col, b.out_col)) + ")");
+      }
     }
   }
 }

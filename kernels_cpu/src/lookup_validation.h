@@ -42,22 +42,24 @@ struct Lookup {
   int64_t num_invalid = 0;  // ids outside their table (0 when not checked)
   bool skip_invalid = false;  // some ids are invalid and count as absent
 
+  std::vector<size_t> order;          // scratch of ValidatePlacement
   std::vector<int64_t> offsets_copy;  // used only for strided inputs
   std::vector<int64_t> indices_copy;
   std::vector<float> weights_copy;
 };
 
 // Checks every field and tensor of `a` (its struct size, feature arrays,
-// tables, poolings, offsets, indices, weights) and fills `out`. `call`
-// ("forward") prefixes nothing; messages name the argument, the feature and
-// the bag. Throws sdk::Error(SR_INVALID_ARGUMENT).
+// tables, poolings, offsets, indices, weights) and fills `out`. Messages
+// name the argument, the feature and the bag. Throws
+// sdk::Error(SR_INVALID_ARGUMENT).
 void ValidateLookup(const sr_kernel_lookup_args* a, const std::vector<Table>& tables, Lookup* out);
 
 // Checks that every row and column `lookup` writes (or reads) lies inside a
-// [rows, cols] tensor named `what`. Throws SR_INVALID_ARGUMENT naming the
-// feature.
-void ValidatePlacement(const Lookup& lookup, const std::vector<Table>& tables, int64_t rows,
-                       int64_t cols, const char* what);
+// [rows, cols] tensor named `what`, and — when `disjoint`, for an output the
+// features write in parallel — that no two features cover the same element.
+// Throws SR_INVALID_ARGUMENT naming the feature(s).
+void ValidatePlacement(Lookup& lookup, const std::vector<Table>& tables, int64_t rows,
+                       int64_t cols, const char* what, bool disjoint);
 
 // Applies the bounds-check mode of `a` to the validated lookup: FATAL throws
 // SR_OUT_OF_RANGE naming feature, bag, position, id and table; WARNING logs

@@ -16,6 +16,9 @@ const char* const kOptimizers[] = {"none", "sgd", "adagrad", "rowwise_adagrad", 
 const char* const kStateDims[] = {"none=0", "sgd=0", "adagrad=dim", "rowwise_adagrad=1",
                                   "adam=2*dim"};
 const char* const kBoundsModes[] = {"fatal", "warning", "ignore", "none"};
+// The component's options (`--plugin-opt kernel.cpu.KEY=VALUE`); listed so
+// hosts (e.g. `shardrec bench kernel --threads`) know what they may pass.
+const char* const kOptions[] = {"threads", "prefetch_distance", "huge_pages"};
 
 template <size_t N>
 sr_named_value Strings(const char* name, const char* const (&items)[N]) {
@@ -33,6 +36,7 @@ const sr_named_value kAttributes[] = {
     sdk::BoolAttr("deterministic_backward", true),
     Strings("bounds_check_modes", kBoundsModes),
     sdk::BoolAttr("thread_safe", true),
+    Strings("options", kOptions),
 };
 
 const sr_component kComponents[] = {sdk::Component(

@@ -35,7 +35,8 @@ Item* LsdSort(Item* items, Item* scratch, size_t n, int bits, std::vector<size_t
     run(chunks, [&](size_t c) {
       size_t* h = counts.data() + c * buckets;
       std::fill(h, h + buckets, 0);
-      for (size_t i = chunk_begin(c); i < chunk_begin(c + 1); ++i) ++h[(key_of(src[i]) >> shift) & mask];
+      for (size_t i = chunk_begin(c); i < chunk_begin(c + 1); ++i)
+        ++h[(key_of(src[i]) >> shift) & mask];
     });
     // A digit on which every item agrees would copy the array unchanged.
     bool trivial = false;

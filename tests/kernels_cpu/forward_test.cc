@@ -39,7 +39,8 @@ TEST_P(ForwardSweep, EveryPoolingWeightedAndUnweightedMatchesTheReference) {
     AddRandomFeature(l, rng, 0, SR_POOLING_MEAN, 23, 6, kRows, 1, dim + 1, weighted);
     AddRandomFeature(l, rng, 0, SR_POOLING_NONE, 11, 4, kRows, 2, 2 * dim + 3, weighted);
     int64_t rows = 0;
-    for (size_t f = 0; f < 3; ++f) rows = std::max(rows, l.feature_output_row[f] + FeatureRows(l, f));
+    for (size_t f = 0; f < 3; ++f)
+      rows = std::max(rows, l.feature_output_row[f] + FeatureRows(l, f));
     rows += 1;  // a row nobody writes
     const int64_t cols = 3 * dim + 4;
     GuardedOutput out(rows, cols);
@@ -128,7 +129,8 @@ TEST(Forward, HugeBagOf200kIdsSumsExactly) {
   // shows.
   RefTable t = ReadTable(*k, 0);
   for (int64_t r = 0; r < kRows; ++r) {
-    for (int64_t c = 0; c < kDim; ++c) t.W(r, c) = static_cast<float>((r * 7 + c * 13) % 64 - 32) / 16.0f;
+    for (int64_t c = 0; c < kDim; ++c)
+      t.W(r, c) = static_cast<float>((r * 7 + c * 13) % 64 - 32) / 16.0f;
   }
   WriteTable(*k, 0, t);
   std::mt19937_64 rng(5);

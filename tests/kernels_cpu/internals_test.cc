@@ -22,7 +22,8 @@ constexpr DLDataType kF16{kDLFloat, 16, 1};
 constexpr DLDataType kBF16{kDLBfloat, 16, 1};
 
 bool SameFloat(float a, float b) {
-  return (std::isnan(a) && std::isnan(b)) || std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+  return (std::isnan(a) && std::isnan(b)) ||
+         std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
 }
 
 TEST(RowConvert, EverySixteenBitPatternDecodesLikeTheReference) {

@@ -8,10 +8,37 @@
 #include <map>
 #include <memory>
 
+#include "hwy/targets.h"
 #include "shardrec/core/plugin_registry.h"
 
 namespace shardrec::testing {
 namespace {
+
+// SHARDREC_TEST_HWY_TARGET=AVX3|AVX2|SSE4|EMU128 makes the plugin's SIMD code
+// run on that target: libhwy is one shared library for the test and the
+// plugin, so its chosen target is the plugin's too. Without it every target
+// but the machine's best would go untested. A target this CPU lacks skips
+// the whole run.
+class ForcedSimdTarget : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    const char* name = std::getenv("SHARDREC_TEST_HWY_TARGET");
+    if (name == nullptr) return;
+    const std::string want = name;
+    int64_t target = 0;
+    for (int64_t t :
+         {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4}, int64_t{HWY_EMU128}}) {
+      if (want == hwy::TargetName(t)) target = t;
+    }
+    ASSERT_NE(target, 0) << "unknown SHARDREC_TEST_HWY_TARGET " << want;
+    if ((hwy::SupportedTargets() & target) == 0) GTEST_SKIP() << "this CPU lacks " << want;
+    hwy::SetSupportedTargetsForTest(target);
+    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    ASSERT_EQ(hwy::SupportedTargets(), target);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kForcedSimdTarget =
+    ::testing::AddGlobalTestEnvironment(new ForcedSimdTarget);
 
 // One registry for the whole process, never destroyed: kernels created by
 // tests hold their library alive anyway, and tearing the plugin down during

@@ -133,7 +133,8 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, HalfRows, ::testing::Values(kF16, kBF16),
                          [](const auto& p) { return DTypeLabel(p.param); });
 
 TEST(Rows, ResetRestoresInitialWeightsAndOptimizerState) {
-  for (int32_t optimizer : {SR_OPTIMIZER_ADAGRAD, SR_OPTIMIZER_ROWWISE_ADAGRAD, SR_OPTIMIZER_ADAM}) {
+  for (int32_t optimizer :
+       {SR_OPTIMIZER_ADAGRAD, SR_OPTIMIZER_ROWWISE_ADAGRAD, SR_OPTIMIZER_ADAM}) {
     SCOPED_TRACE("optimizer " + std::to_string(optimizer));
     const bool adagrad = optimizer != SR_OPTIMIZER_ADAM;
     const OptionList params = adagrad ? OptionList{{"initial_accumulator_value", "0.3"}}
@@ -359,7 +360,8 @@ std::vector<std::string> StringList(const sr_named_value& v) {
 TEST(Attributes, DeclareTheKernelsCapabilities) {
   const sr_component& c = *CpuKernelRef().component;
   std::map<std::string, const sr_named_value*> attrs;
-  for (size_t i = 0; i < c.attributes.count; ++i) attrs[c.attributes.values[i].name] = &c.attributes.values[i];
+  for (size_t i = 0; i < c.attributes.count; ++i)
+    attrs[c.attributes.values[i].name] = &c.attributes.values[i];
   using V = std::vector<std::string>;
   ASSERT_TRUE(attrs.count("devices"));
   EXPECT_EQ(StringList(*attrs["devices"]), V({"cpu"}));

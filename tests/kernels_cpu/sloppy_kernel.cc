@@ -29,8 +29,9 @@ class SloppyKernel {
       Table table{d.num_rows, d.dim, std::vector<float>(static_cast<size_t>(d.num_rows * d.dim))};
       for (int64_t r = 0; r < d.num_rows; ++r) {
         for (int64_t c = 0; c < d.dim; ++c) {
-          table.w[static_cast<size_t>(r * d.dim + c)] = sdk::InitialWeight(
-              d.init_seed, d.global_row_offset + r, d.global_col_offset + c, d.init_min, d.init_max);
+          table.w[static_cast<size_t>(r * d.dim + c)] =
+              sdk::InitialWeight(d.init_seed, d.global_row_offset + r, d.global_col_offset + c,
+                                 d.init_min, d.init_max);
         }
       }
       tables_.push_back(std::move(table));
@@ -56,7 +57,8 @@ class SloppyKernel {
     for (size_t f = 0; f < l.num_features; ++f) {
       const Table& t = tables_[static_cast<size_t>(l.feature_table[f])];
       const int64_t rows = l.feature_bag_offsets[f + 1] - l.feature_bag_offsets[f];
-      if (l.feature_output_row[f] + rows > out.size(0) || l.feature_output_col[f] + t.dim > out.size(1)) {
+      if (l.feature_output_row[f] + rows > out.size(0) ||
+          l.feature_output_col[f] + t.dim > out.size(1)) {
         throw sdk::InvalidArgument("output too small");
       }
       for (int64_t b = l.feature_bag_offsets[f]; b < l.feature_bag_offsets[f + 1]; ++b) {
@@ -72,11 +74,13 @@ class SloppyKernel {
             acc += t.w[static_cast<size_t>(id * t.dim + c)];  // bug 1: no weights
           }
           if (l.feature_pooling[f] == SR_POOLING_MEAN) acc /= static_cast<float>(len > 0 ? len : 1);
-          out(l.feature_output_row[f] + b - l.feature_bag_offsets[f], l.feature_output_col[f] + c) = acc;
+          out(l.feature_output_row[f] + b - l.feature_bag_offsets[f], l.feature_output_col[f] + c) =
+              acc;
         }
       }
     }
-    if (bad_id && l.bounds_check == SR_BOUNDS_CHECK_FATAL) throw sdk::Error(SR_OUT_OF_RANGE, "bad id");
+    if (bad_id && l.bounds_check == SR_BOUNDS_CHECK_FATAL)
+      throw sdk::Error(SR_OUT_OF_RANGE, "bad id");
   }
 
   void Backward(const sr_kernel_backward_args& a) {
@@ -92,9 +96,10 @@ class SloppyKernel {
         for (int64_t i = offsets(b); i < offsets(b + 1); ++i) {
           for (int64_t c = 0; c < t.dim; ++c) {
             // SGD is linear, so updating per occurrence equals summing first.
-            t.w[static_cast<size_t>(indices(i) * t.dim + c)] -= static_cast<float>(
-                lr_ * weights(i) *
-                grad(l.feature_output_row[f] + b - l.feature_bag_offsets[f], l.feature_output_col[f] + c));
+            t.w[static_cast<size_t>(indices(i) * t.dim + c)] -=
+                static_cast<float>(lr_ * weights(i) *
+                                   grad(l.feature_output_row[f] + b - l.feature_bag_offsets[f],
+                                        l.feature_output_col[f] + c));
           }
         }
       }

@@ -22,8 +22,9 @@ using reference::RefTable;
 class Validation : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto k = CreateKernel({{.name = "a", .rows = 10, .dim = 4}, {.name = "b", .rows = 50, .dim = 3}},
-                          SR_OPTIMIZER_SGD, {{"learning_rate", "0.5"}});
+    auto k =
+        CreateKernel({{.name = "a", .rows = 10, .dim = 4}, {.name = "b", .rows = 50, .dim = 3}},
+                     SR_OPTIMIZER_SGD, {{"learning_rate", "0.5"}});
     ASSERT_TRUE(k.ok()) << k.status().ToString();
     kernel_.emplace(std::move(k).value());
     before_ = {ReadTable(*kernel_, 0), ReadTable(*kernel_, 1)};
@@ -136,6 +137,9 @@ TEST_F(Validation, EveryBadForwardArgumentIsRefusedBeforeWriting) {
        [&](LookupArgs&, GuardedOutput& o) { o.tensor()->strides = overlap_strides; },
        SR_INVALID_ARGUMENT, "output: strides [1, 1] make elements of a [3, 7] tensor overlap",
        true},
+      {"overlapping features",
+       [](RefLookup& l) { l.feature_output_col[1] = 3; }, nullptr, SR_INVALID_ARGUMENT,
+       "features 0 and 1 would both write output element (0, 3)", true},
       {"bounds mode", nullptr, [](LookupArgs& a, GuardedOutput&) { a.args.bounds_check = 9; },
        SR_INVALID_ARGUMENT, "bounds_check 9 is not FATAL (0), WARNING (1), IGNORE (2) or NONE (3)"},
       {"struct size", nullptr, [](LookupArgs& a, GuardedOutput&) { a.args.struct_size = 16; },

@@ -115,7 +115,9 @@ struct GuardedOutput {
         cols(cols_in),
         storage(static_cast<size_t>(4 + rows_in * (cols_in + 2) + 4), kSentinel),
         tensor(storage.data(), kF32, {rows_in, cols_in}, {cols_in + 2, 1}, 4 * sizeof(float)) {}
-  float At(int64_t r, int64_t c) const { return storage[static_cast<size_t>(4 + r * (cols + 2) + c)]; }
+  float At(int64_t r, int64_t c) const {
+    return storage[static_cast<size_t>(4 + r * (cols + 2) + c)];
+  }
   // Empty when every covered element is within tolerance of `want`
   // (kSentinel: must be untouched) and every guard is intact; else why not.
   std::string Compare(const std::vector<float>& want, const std::vector<float>& scale) const {
@@ -367,15 +369,15 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
                "initial weights equal sdk::InitialWeight at (global row, global column)" + tag,
                why);
 
-    CheckPooledForward(*k, tables, SR_POOLING_SUM, false,
-                       "forward sum, two tables of different dims, an empty bag, output guards" + tag,
-                       rec);
+    CheckPooledForward(
+        *k, tables, SR_POOLING_SUM, false,
+        "forward sum, two tables of different dims, an empty bag, output guards" + tag, rec);
     CheckPooledForward(*k, tables, SR_POOLING_SUM, true, "forward sum with per-id weights" + tag,
                        rec);
     if (caps.poolings.count("mean")) {
       CheckPooledForward(*k, tables, SR_POOLING_MEAN, false, "forward mean" + tag, rec);
-      CheckPooledForward(*k, tables, SR_POOLING_MEAN, true, "forward mean with per-id weights" + tag,
-                         rec);
+      CheckPooledForward(*k, tables, SR_POOLING_MEAN, true,
+                         "forward mean with per-id weights" + tag, rec);
     } else {
       rec.Skip("forward mean" + tag, "pooling mean is not declared");
     }
@@ -422,7 +424,8 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
     l.indices[4] = 7;
     rec.ExpectError(RunForward(*k, l, small, SR_BOUNDS_CHECK_FATAL), SR_INVALID_ARGUMENT,
                     "forward refuses an output too small for its bags");
-    rec.Expect(small.Untouched(), "forward refusing an output writes nothing", "the output changed");
+    rec.Expect(small.Untouched(), "forward refusing an output writes nothing",
+               "the output changed");
   }
 
   // Backward with SGD, two steps, an id repeated within a bag and across
@@ -438,11 +441,13 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
     Status status;
     for (int64_t step = 1; step <= 2 && status.ok(); ++step) {
       RefLookup l;
-      l.AddFeature(0, SR_POOLING_SUM, {3, 2}, {7, 7, 2, 7, 3}, 0, 0, {1.0f, 0.5f, 2.0f, 1.5f, 1.0f});
+      l.AddFeature(0, SR_POOLING_SUM, {3, 2}, {7, 7, 2, 7, 3}, 0, 0,
+                   {1.0f, 0.5f, 2.0f, 1.5f, 1.0f});
       l.AddFeature(0, SR_POOLING_SUM, {1}, {2}, 2, 0, {1.0f});
       l.AddFeature(1, SR_POOLING_SUM, {2}, {4, 4}, 0, 6, {1.0f, 1.0f});
       std::vector<float> grad(3 * 10);
-      for (size_t i = 0; i < grad.size(); ++i) grad[i] = 0.1f * static_cast<float>(i % 7) - 0.3f * step;
+      for (size_t i = 0; i < grad.size(); ++i)
+        grad[i] = 0.1f * static_cast<float>(i % 7) - 0.3f * step;
       LookupCall call(l, SR_BOUNDS_CHECK_FATAL);
       HostTensor g(grad.data(), kF32, {3, 10});
       sr_kernel_backward_args b{};
@@ -506,7 +511,8 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
       for (int64_t row = 0; row < 20 && why.empty() && got.ok(); ++row) {
         if (row == 3 || row == 9) continue;
         for (int64_t c = 0; c < 6 && why.empty(); ++c) {
-          if (got->W(row, c) != tables[0].W(row, c)) why = "reset_rows changed row " + std::to_string(row);
+          if (got->W(row, c) != tables[0].W(row, c))
+            why = "reset_rows changed row " + std::to_string(row);
         }
       }
       rec.Expect(why.empty(), "reset_rows restores the initial values (sdk::InitialWeight) of "

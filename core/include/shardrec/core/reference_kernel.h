@@ -106,7 +106,8 @@ void Forward(const std::vector<RefTable>& tables, const RefLookup& lookup, std::
 // The gradient of occurrence i of a pooled bag b is
 // w_i * grad[row(f, b)] / (mean ? max(len, 1) : 1); with NONE it is grad[row(f, i)].
 // Weights are rounded to the table's dtype after the update.
-void Backward(std::vector<RefTable>& tables, const RefLookup& lookup, const std::vector<float>& grad,
-              int64_t cols, const RefOptimizer& opt, int64_t iteration);
+void Backward(std::vector<RefTable>& tables, const RefLookup& lookup,
+              const std::vector<float>& grad, int64_t cols, const RefOptimizer& opt,
+              int64_t iteration);
 
 }  // namespace shardrec::reference
