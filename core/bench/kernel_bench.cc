@@ -64,16 +64,9 @@ StatusOr<KernelBenchResult> RunKernelBench(const ComponentRef& ref, const Kernel
   table.init_min = -0.01;
   table.init_max = 0.01;
   table.init_seed = 7;
-  sr_kernel_create_args args{};
-  args.struct_size = SR_STRUCT_SIZE(sr_kernel_create_args, options);
-  args.device = {kDLCPU, 0};
-  args.tables = &table;
-  args.num_tables = 1;
-  args.optimizer = c.optimizer;
-  args.optimizer_params = c.optimizer_params.view();
-  args.options = c.kernel_options.view();
+
   const auto t0 = Clock::now();
-  SR_ASSIGN_OR_RETURN(Kernel kernel, Kernel::Create(ref, args));
+  SR_ASSIGN_OR_RETURN(Kernel kernel, Kernel::Create(ref, {table}, c.optimizer, c.optimizer_params, c.kernel_options));
   result.init_seconds = Since(t0);
 
   say("probe: random-row gather, same shape, ids and threads");

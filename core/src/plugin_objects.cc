@@ -63,6 +63,20 @@ Status Sharder::ShardTable(const sr_shard_table_args& args) const {
   return Call("shard_table", [&] { return vtable().shard_table(handle(), &args); });
 }
 
+StatusOr<Kernel> Kernel::Create(const ComponentRef& ref, const std::vector<sr_kernel_table>& tables,
+                                int32_t optimizer, const OptionList& optimizer_params,
+                                const OptionList& options, DLDevice device) {
+  sr_kernel_create_args args{};
+  args.struct_size = SR_STRUCT_SIZE(sr_kernel_create_args, options);
+  args.device = device;
+  args.tables = tables.data();
+  args.num_tables = tables.size();
+  args.optimizer = optimizer;
+  args.optimizer_params = optimizer_params.view();
+  args.options = options.view();
+  return Create(ref, args);
+}
+
 StatusOr<Kernel> Kernel::Create(const ComponentRef& ref, const sr_kernel_create_args& args) {
   SR_RETURN_IF_ERROR(CheckKind(ref, SR_KIND_KERNEL));
   auto* vt = static_cast<const sr_kernel_vtable*>(ref.vtable());

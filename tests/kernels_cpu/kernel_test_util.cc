@@ -116,16 +116,7 @@ std::vector<sr_kernel_table> Describe(const std::vector<TableSpec>& specs) {
 
 StatusOr<Kernel> CreateKernel(const std::vector<TableSpec>& tables, int32_t optimizer,
                               const OptionList& params, const OptionList& options) {
-  const std::vector<sr_kernel_table> descs = Describe(tables);
-  sr_kernel_create_args a{};
-  a.struct_size = SR_STRUCT_SIZE(sr_kernel_create_args, options);
-  a.device = {kDLCPU, 0};
-  a.tables = descs.data();
-  a.num_tables = descs.size();
-  a.optimizer = optimizer;
-  a.optimizer_params = params.view();
-  a.options = options.view();
-  return Kernel::Create(CpuKernelRef(), a);
+  return Kernel::Create(CpuKernelRef(), Describe(tables), optimizer, params, options);
 }
 
 reference::RefOptimizer RefOptimizerFor(int32_t optimizer, const OptionList& params) {

@@ -175,15 +175,7 @@ sr_kernel_table TableDesc(const char* name, int64_t rows, int64_t dim, DLDataTyp
 StatusOr<Kernel> Create(const ComponentRef& ref, const std::vector<sr_kernel_table>& tables,
                         int32_t optimizer, const OptionList& options,
                         const OptionList& params = {}) {
-  sr_kernel_create_args a{};
-  a.struct_size = SR_STRUCT_SIZE(sr_kernel_create_args, options);
-  a.device = {kDLCPU, 0};
-  a.tables = tables.data();
-  a.num_tables = tables.size();
-  a.optimizer = optimizer;
-  a.optimizer_params = params.view();
-  a.options = options.view();
-  return Kernel::Create(ref, a);
+  return Kernel::Create(ref, tables, optimizer, params, options);
 }
 
 // Reads every row of `table` (weights as floats; state when it has any).

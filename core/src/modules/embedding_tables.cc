@@ -59,15 +59,8 @@ StatusOr<EmbeddingTables> EmbeddingTables::Create(const PluginRegistry& registry
     k.init_max = tables[t].init_max();
     k.init_seed = options.init_seed;
   }
-  sr_kernel_create_args args{};
-  args.struct_size = SR_STRUCT_SIZE(sr_kernel_create_args, options);
-  args.device = {kDLCPU, 0};
-  args.tables = ktables.data();
-  args.num_tables = ktables.size();
-  args.optimizer = options.optimizer.optimizer;
-  args.optimizer_params = options.optimizer.params.view();
-  args.options = options.kernel_options.view();
-  auto kernel = Kernel::Create(ref, args);
+  auto kernel = Kernel::Create(ref, ktables, options.optimizer.optimizer, options.optimizer.params,
+                               options.kernel_options);
   if (!kernel.ok()) {
     return kernel.status().WithContext("kernel '" + ref.name() + "' refused the tables");
   }

@@ -9,6 +9,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "shardrec/core/plugin_library.h"
 #include "shardrec/core/plugin_options.h"
@@ -100,6 +101,10 @@ class Sharder : public PluginObject<sr_sharder_vtable, sr_sharder> {
 class Kernel : public PluginObject<sr_kernel_vtable, sr_kernel> {
  public:
   static StatusOr<Kernel> Create(const ComponentRef& ref, const sr_kernel_create_args& args);
+  // The same with the create args filled in from host-side values.
+  static StatusOr<Kernel> Create(const ComponentRef& ref, const std::vector<sr_kernel_table>& tables,
+                                 int32_t optimizer, const OptionList& optimizer_params,
+                                 const OptionList& options, DLDevice device = {kDLCPU, 0});
   StatusOr<sr_kernel_table_info> TableInfo(int32_t table) const;
   Status Forward(const sr_kernel_forward_args& args) const;
   bool HasBackward() const { return Has(&sr_kernel_vtable::backward); }
