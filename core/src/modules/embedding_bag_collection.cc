@@ -67,7 +67,8 @@ StatusOr<KeyedTensor> EmbeddingBagCollection::Forward(const KeyedJaggedTensor& i
   const auto dims = embedding_dims();
   int64_t width = 0;
   for (int64_t d : dims) width += d;
-  Tensor values = Tensor::Zeros(dtype::kFloat32, {batch, width});
+  // Uninitialised: the kernel writes every bag of every feature (empty bags as zeros).
+  Tensor values = Tensor::Empty(dtype::kFloat32, {batch, width});
   const std::vector<int64_t> rows(dims.size(), 0);
   SR_RETURN_IF_ERROR(tables_.Forward(features, rows, Columns(), values, invalid_ids));
   return KeyedTensor::Create(feature_names(), dims, std::move(values));

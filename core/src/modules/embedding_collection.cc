@@ -38,7 +38,9 @@ StatusOr<std::map<std::string, JaggedTensor>> EmbeddingCollection::Forward(const
   SR_ASSIGN_OR_RETURN(auto features, tables_.SelectFeatures(input));
   const int64_t width = MaxDim();
   const auto nnz = static_cast<int64_t>(features.values().size());
-  Tensor packed = Tensor::Zeros(dtype::kFloat32, {nnz, width});
+  // Uninitialised: the kernel writes each id's row in its feature's columns,
+  // which is all that is copied out below.
+  Tensor packed = Tensor::Empty(dtype::kFloat32, {nnz, width});
   const auto rows = Rows(features);
   const std::vector<int64_t> cols(rows.size(), 0);
   SR_RETURN_IF_ERROR(tables_.Forward(features, rows, cols, packed, invalid_ids));

@@ -1,7 +1,6 @@
 // JaggedTensor helpers (see jagged_tensor.h).
 #include "shardrec/core/sparse/jagged_tensor.h"
 
-#include <cstring>
 #include <numeric>
 
 namespace shardrec {
@@ -31,22 +30,6 @@ Status JaggedTensor::Validate(const std::string& what) const {
                                 " entries, expected " + std::to_string(rows) + " (one per value)");
   }
   return Status::Ok();
-}
-
-StatusOr<Tensor> JaggedTensor::Bag(int64_t b) const {
-  if (b < 0 || b >= batch_size()) {
-    return InvalidArgumentError("bag " + std::to_string(b) + " is outside [0, " +
-                                std::to_string(batch_size()) + ")");
-  }
-  const auto offs = offsets();
-  std::vector<int64_t> shape = values.shape();
-  const int64_t row_elems = shape[0] > 0 ? values.numel() / shape[0] : 0;
-  shape[0] = lengths[b];
-  Tensor slice = Tensor::Empty(values.dtype(), shape);
-  const size_t row_bytes = static_cast<size_t>(row_elems) * DTypeSize(values.dtype());
-  std::memcpy(slice.raw_data(), static_cast<const char*>(values.raw_data()) + offs[b] * row_bytes,
-              slice.nbytes());
-  return slice;
 }
 
 }  // namespace shardrec

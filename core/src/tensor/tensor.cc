@@ -36,24 +36,6 @@ void AbortOnMisuse(const std::string& what) {
   std::abort();
 }
 
-bool SameDType(DLDataType a, DLDataType b) {
-  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
-}
-
-std::string DTypeName(DLDataType t) {
-  std::string name;
-  switch (t.code) {
-    case kDLInt: name = "int"; break;
-    case kDLUInt: name = "uint"; break;
-    case kDLFloat: name = "float"; break;
-    case kDLBfloat: name = "bfloat"; break;
-    default: name = "code" + std::to_string(t.code) + "_"; break;
-  }
-  name += std::to_string(t.bits);
-  if (t.lanes != 1) name += "x" + std::to_string(t.lanes);
-  return name;
-}
-
 size_t DTypeSize(DLDataType t) { return (static_cast<size_t>(t.bits) * t.lanes + 7) / 8; }
 
 std::string ShapeString(std::span<const int64_t> shape) {

@@ -10,17 +10,14 @@
 
 #include <dlpack/dlpack.h>
 
+#include "shardrec/sdk/dtype.hpp"
+
 namespace shardrec {
 
+// The DLPack dtype of a C++ element type (the SDK's table, shared with plugins).
 template <class T>
 constexpr DLDataType DLTypeOf() {
-  using U = std::remove_cv_t<T>;
-  if constexpr (std::is_same_v<U, float>) return {kDLFloat, 32, 1};
-  else if constexpr (std::is_same_v<U, double>) return {kDLFloat, 64, 1};
-  else if constexpr (std::is_same_v<U, int32_t>) return {kDLInt, 32, 1};
-  else if constexpr (std::is_same_v<U, int64_t>) return {kDLInt, 64, 1};
-  else if constexpr (std::is_same_v<U, uint8_t>) return {kDLUInt, 8, 1};
-  else static_assert(!sizeof(U), "no DLPack dtype for this type");
+  return sdk::DTypeOf<std::remove_cv_t<T>>();
 }
 
 // A contiguous CPU view with up to 4 dimensions.

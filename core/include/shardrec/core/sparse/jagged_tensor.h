@@ -18,8 +18,6 @@ struct JaggedTensor {
 
   int64_t batch_size() const { return static_cast<int64_t>(lengths.size()); }
   std::vector<int64_t> offsets() const;
-  // A copy of the rows of bag b: [lengths[b], ...].
-  StatusOr<Tensor> Bag(int64_t b) const;
   // Checks lengths against values (and weights), naming `what` in errors.
   Status Validate(const std::string& what) const;
 };

@@ -31,9 +31,8 @@ inline constexpr DLDataType kInt64{kDLInt, 64, 1};
 inline constexpr DLDataType kUInt8{kDLUInt, 8, 1};
 }  // namespace dtype
 
-bool SameDType(DLDataType a, DLDataType b);
-// "float32", "bfloat16", "int64", ...
-std::string DTypeName(DLDataType t);
+using sdk::DTypeName;  // "float32", "bfloat16", "int64", ...
+using sdk::SameDType;
 // Bytes per element (lanes included).
 size_t DTypeSize(DLDataType t);
 // "[3, 4]"
