@@ -33,10 +33,6 @@ float RoundBinary(float x, int mantissa_bits, int min_exp, double max_finite) {
 
 }  // namespace
 
-bool IsWeightDType(DLDataType t) {
-  return (t.code == kDLFloat && t.bits == 32 && t.lanes == 1) || IsFloat16(t) || IsBFloat16(t);
-}
-
 float RoundToDType(float v, DLDataType t) {
   if (IsFloat16(t)) return RoundBinary(v, 10, -14, 65504.0);
   if (IsBFloat16(t)) return RoundBinary(v, 7, -126, std::ldexp(255.0 / 128.0, 127));

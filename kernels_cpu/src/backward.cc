@@ -152,18 +152,22 @@ void RunBackward(const std::vector<Table>& tables, const Lookup& lookup, const f
     job.prefetch = prefetch;
     const size_t sort_chunks = parallel ? threads : 1;
     const int row_bits = BitsFor(rows);
+    // Emits every valid occurrence, chunk by chunk in parallel; `store(k,
+    // row, position)` puts the k-th (call order) into the sort's input.
+    auto emit_all = [&](auto store) {
+      run(s.chunks.size(), [&](size_t c) {
+        const EmitChunk& ch = s.chunks[c];
+        size_t k = ch.base;
+        EmitBags(lookup.features[ch.feature], t, lookup, ch.bag_begin, ch.bag_end, grad_row_stride,
+                 grad_col_stride, s, [&](uint64_t row, uint64_t pos) { store(k++, row, pos); });
+      });
+    };
     if (row_bits + position_bits <= 64) {
       // Common case: one 64-bit word per occurrence, sorted on its high bits;
       // the low bits (positions) are already ascending, and the sort is stable.
       s.items.resize(n);
       s.items_tmp.resize(n);
-      run(s.chunks.size(), [&](size_t c) {
-        const EmitChunk& ch = s.chunks[c];
-        size_t k = ch.base;
-        EmitBags(lookup.features[ch.feature], t, lookup, ch.bag_begin, ch.bag_end, grad_row_stride,
-                 grad_col_stride, s,
-                 [&](uint64_t row, uint64_t pos) { s.items[k++] = (row << position_bits) | pos; });
-      });
+      emit_all([&](size_t k, uint64_t row, uint64_t pos) { s.items[k] = (row << position_bits) | pos; });
       job.keys = RadixSortBits(s.items.data(), s.items_tmp.data(), n, position_bits, row_bits,
                                s.counts, sort_chunks, run);
       job.shift = position_bits;
@@ -171,13 +175,7 @@ void RunBackward(const std::vector<Table>& tables, const Lookup& lookup, const f
     } else {
       s.pairs.resize(n);
       s.pairs_tmp.resize(n);
-      run(s.chunks.size(), [&](size_t c) {
-        const EmitChunk& ch = s.chunks[c];
-        size_t k = ch.base;
-        EmitBags(lookup.features[ch.feature], t, lookup, ch.bag_begin, ch.bag_end, grad_row_stride,
-                 grad_col_stride, s,
-                 [&](uint64_t row, uint64_t pos) { s.pairs[k++] = RowPosition{row, pos}; });
-      });
+      emit_all([&](size_t k, uint64_t row, uint64_t pos) { s.pairs[k] = RowPosition{row, pos}; });
       const RowPosition* sorted = RadixSortByRow(s.pairs.data(), s.pairs_tmp.data(), n, row_bits,
                                                  s.counts, sort_chunks, run);
       s.sorted_rows.resize(n);

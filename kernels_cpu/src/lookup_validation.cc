@@ -126,7 +126,6 @@ void ValidateLookup(const sr_kernel_lookup_args* a, const std::vector<Table>& ta
     w.out_row = a->feature_output_row[f];
     w.out_col = a->feature_output_col[f];
   }
-  out->num_invalid = 0;
   out->skip_invalid = false;
 }
 
@@ -181,7 +180,6 @@ void ValidatePlacement(Lookup& lookup, const std::vector<Table>& tables, int64_t
 
 void CheckBounds(const sr_kernel_lookup_args& a, const std::vector<Table>& tables,
                  const char* call, Lookup* lookup) {
-  lookup->num_invalid = 0;
   lookup->skip_invalid = false;
   if (a.num_invalid_ids != nullptr) *a.num_invalid_ids = 0;
   if (a.bounds_check == SR_BOUNDS_CHECK_NONE) return;
@@ -229,7 +227,6 @@ void CheckBounds(const sr_kernel_lookup_args& a, const std::vector<Table>& table
              std::string(call) + ": " + std::to_string(count) +
                  " ids out of range, treated as absent; the first: " + where);
   }
-  lookup->num_invalid = count;
   lookup->skip_invalid = true;
 }
 

@@ -39,7 +39,6 @@ struct Lookup {
   const float* weights = nullptr;    // [nnz] or NULL
   int64_t num_bags = 0;
   int64_t nnz = 0;
-  int64_t num_invalid = 0;  // ids outside their table (0 when not checked)
   bool skip_invalid = false;  // some ids are invalid and count as absent
 
   std::vector<size_t> order;          // scratch of ValidatePlacement
@@ -64,7 +63,7 @@ void ValidatePlacement(Lookup& lookup, const std::vector<Table>& tables, int64_t
 // Applies the bounds-check mode of `a` to the validated lookup: FATAL throws
 // SR_OUT_OF_RANGE naming feature, bag, position, id and table; WARNING logs
 // the first offender and the count; IGNORE counts; NONE does nothing. Sets
-// lookup->num_invalid and skip_invalid, and *a.num_invalid_ids when given
+// lookup->skip_invalid, and *a.num_invalid_ids when given
 // (also before throwing). `call` names the entry in the warning.
 void CheckBounds(const sr_kernel_lookup_args& a, const std::vector<Table>& tables,
                  const char* call, Lookup* lookup);

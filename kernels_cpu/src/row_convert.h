@@ -73,16 +73,6 @@ inline uint16_t FloatToBFloat16(float f) {
   return static_cast<uint16_t>(rounded >> 16);
 }
 
-// Element `i` of a row stored as `type`, as float32.
-inline float LoadElement(const void* row, WeightType type, int64_t i) {
-  switch (type) {
-    case WeightType::kFloat32: return static_cast<const float*>(row)[i];
-    case WeightType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(row)[i]);
-    case WeightType::kBFloat16: return BFloat16ToFloat(static_cast<const uint16_t*>(row)[i]);
-  }
-  return 0.0f;
-}
-
 // Stores `v` as element `i` of a row of `type`, rounding to nearest even.
 inline void StoreElement(void* row, WeightType type, int64_t i, float v) {
   switch (type) {

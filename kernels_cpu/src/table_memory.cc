@@ -14,8 +14,8 @@ namespace shardrec::kernel_cpu {
 
 TableMemory::TableMemory(size_t bytes, bool huge_pages, const char* what) : bytes_(bytes) {
   if (bytes == 0) return;
-  huge_ = huge_pages && bytes >= kHugePageBytes;
-  const size_t alignment = huge_ ? kHugePageBytes : 64;
+  const bool huge = huge_pages && bytes >= kHugePageBytes;
+  const size_t alignment = huge ? kHugePageBytes : 64;
   const sr_host_api* host = sdk::HostApi();
   if (host != nullptr && host->alloc != nullptr && host->free != nullptr) {
     data_ = host->alloc(host->ctx, DLDevice{kDLCPU, 0}, bytes, alignment, nullptr);
@@ -30,7 +30,7 @@ TableMemory::TableMemory(size_t bytes, bool huge_pages, const char* what) : byte
 #ifdef MADV_HUGEPAGE
   // Advice only: without THP (or with it disabled) the call fails harmlessly
   // and the table simply uses 4 KiB pages.
-  if (huge_) (void)madvise(data_, (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes,
+  if (huge) (void)madvise(data_, (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes,
                            MADV_HUGEPAGE);
 #endif
 }
@@ -38,7 +38,6 @@ TableMemory::TableMemory(size_t bytes, bool huge_pages, const char* what) : byte
 TableMemory::TableMemory(TableMemory&& o) noexcept
     : data_(std::exchange(o.data_, nullptr)),
       bytes_(std::exchange(o.bytes_, 0)),
-      huge_(std::exchange(o.huge_, false)),
       host_(std::exchange(o.host_, nullptr)) {}
 
 TableMemory& TableMemory::operator=(TableMemory&& o) noexcept {
@@ -46,7 +45,6 @@ TableMemory& TableMemory::operator=(TableMemory&& o) noexcept {
     Release();
     data_ = std::exchange(o.data_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
-    huge_ = std::exchange(o.huge_, false);
     host_ = std::exchange(o.host_, nullptr);
   }
   return *this;

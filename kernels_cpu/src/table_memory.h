@@ -29,16 +29,12 @@ class TableMemory {
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
-  // True when the block was advised as huge pages (the kernel decided to;
-  // whether the OS backs it with them is up to THP).
-  bool huge() const { return huge_; }
 
  private:
   void Release() noexcept;
 
   void* data_ = nullptr;
   size_t bytes_ = 0;
-  bool huge_ = false;
   const sr_host_api* host_ = nullptr;  // allocator that owns data_, or NULL
 };
 

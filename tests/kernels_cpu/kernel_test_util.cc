@@ -134,10 +134,8 @@ reference::RefOptimizer RefOptimizerFor(int32_t optimizer, const OptionList& par
 }
 
 LookupArgs::LookupArgs(const reference::RefLookup& l, int32_t bounds_check)
-    : offsets(l.offsets.data(), kF32, {static_cast<int64_t>(l.offsets.size())}),
-      indices(l.indices.data(), kF32, {static_cast<int64_t>(l.indices.size())}) {
-  offsets->dtype = DLDataType{kDLInt, 64, 1};
-  indices->dtype = DLDataType{kDLInt, 64, 1};
+    : offsets(l.offsets.data(), DLDataType{kDLInt, 64, 1}, {static_cast<int64_t>(l.offsets.size())}),
+      indices(l.indices.data(), DLDataType{kDLInt, 64, 1}, {static_cast<int64_t>(l.indices.size())}) {
   if (!l.per_sample_weights.empty()) {
     weights.emplace(l.per_sample_weights.data(), kF32,
                     std::vector<int64_t>{static_cast<int64_t>(l.per_sample_weights.size())});

@@ -20,6 +20,7 @@
 #include "recorder.h"
 #include "shardrec/core/plugin_objects.h"
 #include "shardrec/core/reference_kernel.h"
+#include "shardrec/sdk/dtype.hpp"
 
 namespace shardrec::conformance {
 namespace {
@@ -55,12 +56,6 @@ Capabilities ReadCapabilities(const sr_component& c) {
     if (name == "optimizers") caps.optimizers = items;
   }
   return caps;
-}
-
-DLDataType DTypeFromName(const std::string& name) {
-  if (name == "float16") return {kDLFloat, 16, 1};
-  if (name == "bfloat16") return {kDLBfloat, 16, 1};
-  return kF32;
 }
 
 // A DLTensor over caller storage with its own shape and strides.
@@ -115,9 +110,6 @@ struct GuardedOutput {
         cols(cols_in),
         storage(static_cast<size_t>(4 + rows_in * (cols_in + 2) + 4), kSentinel),
         tensor(storage.data(), kF32, {rows_in, cols_in}, {cols_in + 2, 1}, 4 * sizeof(float)) {}
-  float At(int64_t r, int64_t c) const {
-    return storage[static_cast<size_t>(4 + r * (cols + 2) + c)];
-  }
   // Empty when every covered element is within tolerance of `want`
   // (kSentinel: must be untouched) and every guard is intact; else why not.
   std::string Compare(const std::vector<float>& want, const std::vector<float>& scale) const {
@@ -170,12 +162,6 @@ sr_kernel_table TableDesc(const char* name, int64_t rows, int64_t dim, DLDataTyp
   t.global_row_offset = row_offset;
   t.global_col_offset = col_offset;
   return t;
-}
-
-StatusOr<Kernel> Create(const ComponentRef& ref, const std::vector<sr_kernel_table>& tables,
-                        int32_t optimizer, const OptionList& options,
-                        const OptionList& params = {}) {
-  return Kernel::Create(ref, tables, optimizer, params, options);
 }
 
 // Reads every row of `table` (weights as floats; state when it has any).
@@ -293,7 +279,7 @@ void CheckPooledForward(const Kernel& k, const std::vector<RefTable>& tables, in
 
 void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& rec) {
   const std::vector<sr_kernel_table> one = {TableDesc("conformance_table", 8, 4, kF32, 1, 0, 0)};
-  auto created = Create(ref, one, SR_OPTIMIZER_SGD, options);
+  auto created = Kernel::Create(ref, one, SR_OPTIMIZER_SGD, {}, options);
   if (!created.ok() && (created.status().code() == SR_UNAVAILABLE ||
                         created.status().code() == SR_UNIMPLEMENTED)) {
     rec.Skip("create an 8x4 fp32 table with SGD", created.status().message());
@@ -301,15 +287,8 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
   }
   if (!rec.ExpectOk(created.status(), "create an 8x4 fp32 table with SGD")) return;
 
-  const OptionList unknown = UnknownOption();
-  sr_kernel_create_args bad{};
-  bad.struct_size = SR_STRUCT_SIZE(sr_kernel_create_args, options);
-  bad.device = {kDLCPU, 0};
-  bad.tables = one.data();
-  bad.num_tables = 1;
-  bad.optimizer = SR_OPTIMIZER_SGD;
-  bad.options = unknown.view();
-  rec.ExpectError(Kernel::Create(ref, bad).status(), SR_INVALID_ARGUMENT,
+  rec.ExpectError(Kernel::Create(ref, one, SR_OPTIMIZER_SGD, {}, UnknownOption()).status(),
+                  SR_INVALID_ARGUMENT,
                   "create refuses an unknown option");
 
   auto info = created.value().TableInfo(0);
@@ -329,18 +308,17 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
     return;
   }
   const OptionList params = sgd ? OptionList{{"learning_rate", "0.25"}} : OptionList{};
-  for (const std::string& dtype_name : {std::string("float32"), std::string("float16"),
-                                        std::string("bfloat16")}) {
+  for (const DLDataType dtype : {kF32, DLDataType{kDLFloat, 16, 1}, DLDataType{kDLBfloat, 16, 1}}) {
+    const std::string dtype_name = sdk::DTypeName(dtype);  // as in the weight_dtypes attribute
     const std::string tag = " (" + dtype_name + " tables)";
     if (caps.dtypes.count(dtype_name) == 0) {
       rec.Skip("forward" + tag, "weight dtype " + dtype_name + " is not declared");
       continue;
     }
-    const DLDataType dtype = DTypeFromName(dtype_name);
     // Shards of a larger table: initial values depend on global positions.
     const std::vector<sr_kernel_table> descs = {TableDesc("t0", 23, 5, dtype, 11, 40, 3),
                                                 TableDesc("t1", 17, 3, dtype, 12, 0, 0)};
-    auto k = Create(ref, descs, optimizer, options, params);
+    auto k = Kernel::Create(ref, descs, optimizer, params, options);
     if (!rec.ExpectOk(k.status(), "create two " + dtype_name + " tables of dims 5 and 3")) continue;
     std::vector<RefTable> tables;
     for (int32_t t = 0; t < 2; ++t) {
@@ -393,7 +371,7 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
   // The rest on one float32 kernel: t0 20 x 6, t1 10 x 4.
   const std::vector<sr_kernel_table> descs = {TableDesc("t0", 20, 6, kF32, 21, 0, 0),
                                               TableDesc("t1", 10, 4, kF32, 22, 0, 0)};
-  auto k = Create(ref, descs, optimizer, options, params);
+  auto k = Kernel::Create(ref, descs, optimizer, params, options);
   if (!rec.ExpectOk(k.status(), "create two float32 tables for row and bounds checks")) return;
   auto t0 = ReadTable(*k, 0);
   auto t1 = ReadTable(*k, 1);

@@ -19,8 +19,6 @@
 
 namespace shardrec::reference {
 
-// True for float32, float16 and bfloat16 (the weight types of the contract).
-bool IsWeightDType(DLDataType t);
 // `v` rounded to nearest even in `t` (float32: unchanged), overflow to inf.
 float RoundToDType(float v, DLDataType t);
 // The 16-bit pattern of `v` in float16 / bfloat16 (rounded to nearest even).
