@@ -7,6 +7,12 @@ find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_path(DLPACK_INCLUDE_DIR dlpack/dlpack.h REQUIRED)
+# Redis rendezvous across hosts: hiredis, the client Debian's Gloo links too.
+find_path(HIREDIS_INCLUDE_DIR hiredis/hiredis.h REQUIRED)
+find_library(HIREDIS_LIBRARY hiredis REQUIRED)
+add_library(shardrec_hiredis INTERFACE)
+target_include_directories(shardrec_hiredis SYSTEM INTERFACE ${HIREDIS_INCLUDE_DIR})
+target_link_libraries(shardrec_hiredis INTERFACE ${HIREDIS_LIBRARY})
 # The CPU kernel: oneTBB for parallel loops, Highway for portable SIMD with
 # run-time dispatch (one binary uses AVX2 here and AVX-512 where present).
 find_package(TBB 2021 REQUIRED COMPONENTS tbb)

@@ -15,7 +15,7 @@ packages=(
   libtbb-dev libhwy-dev libdlpack-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libgloo-dev redis-server
+  libgloo-dev libhiredis-dev redis-server
   python3-numpy python3-torch  # tests/python: `shardrec embed` against torch.nn.EmbeddingBag
 )
 missing=()

@@ -44,7 +44,8 @@ PIN(sr_kernel_forward_args, output, 32, 24);
 PIN(sr_kernel_backward_args, learning_rate, 48, 40);
 PIN(sr_kernel_rows_args, stream, 56, 48);
 PIN(sr_kernel_vtable, reset_rows, 80, 72);
-PIN(sr_comm_create_args, options, 80, 64);
+PIN(sr_comm_create_args, store, 88, 80);
+PIN(sr_kv_store, get, 32, 24);
 PIN(sr_collective_args, stream, 64, 56);
 PIN(sr_comm_vtable, request_destroy, 112, 104);
 PIN(sr_eviction_score_args, scores, 80, 72);
@@ -82,7 +83,7 @@ size_t CxxSize(const std::string& name) {
   SR_CXX(sr_estimate_storage_args) SR_CXX(sr_sharder_vtable) SR_CXX(sr_kernel_table)
   SR_CXX(sr_kernel_create_args) SR_CXX(sr_kernel_table_info) SR_CXX(sr_kernel_lookup_args)
   SR_CXX(sr_kernel_forward_args) SR_CXX(sr_kernel_backward_args) SR_CXX(sr_kernel_rows_args)
-  SR_CXX(sr_kernel_vtable) SR_CXX(sr_comm_create_args) SR_CXX(sr_collective_args)
+  SR_CXX(sr_kernel_vtable) SR_CXX(sr_comm_create_args) SR_CXX(sr_kv_store) SR_CXX(sr_collective_args)
   SR_CXX(sr_comm_vtable) SR_CXX(sr_eviction_score_args) SR_CXX(sr_eviction_select_args)
   SR_CXX(sr_eviction_vtable)
 #undef SR_CXX
@@ -90,7 +91,7 @@ size_t CxxSize(const std::string& name) {
 }
 
 TEST(AbiLayout, CAndCxxAgreeOnEveryStruct) {
-  ASSERT_EQ(sr_c_layout_count(), 27u);
+  ASSERT_EQ(sr_c_layout_count(), 28u);
   for (size_t i = 0; i < sr_c_layout_count(); ++i) {
     EXPECT_EQ(sr_c_layout_size(i), CxxSize(sr_c_layout_name(i))) << sr_c_layout_name(i);
   }

@@ -3,11 +3,6 @@
 
 namespace shardrec {
 
-// GCC and Clang on x86-64 and AArch64 implement _Float16 with IEEE
-// round-to-nearest-even conversions (F16C instructions where present).
-uint16_t FloatToHalf(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
-float HalfToFloat(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
-
 StatusOr<Tensor> ToFloat32(const Tensor& t, const std::string& what) {
   Tensor out = Tensor::Empty(dtype::kFloat32, t.shape());
   float* dst = out.data<float>();

@@ -7,6 +7,13 @@
  * requests may be outstanding; they complete in the order they were posted
  * on one communicator. A peer that dies or stalls makes wait() fail with
  * SR_DEADLINE_EXCEEDED or SR_UNAVAILABLE and a message naming that rank.
+ *
+ * Lifetimes (1.1 makes these explicit): a request belongs to the
+ * communicator that posted it and must be destroyed before it; a
+ * sub-communicator from split() is independent of its parent once created
+ * (either may be destroyed first) but shares the parent's store. A
+ * communicator is used by one thread at a time; its requests may be tested
+ * and waited on from any thread.
  */
 #ifndef SHARDREC_ABI_COMM_H_
 #define SHARDREC_ABI_COMM_H_
@@ -24,6 +31,28 @@ typedef struct sr_request sr_request;           /* opaque, plugin-created */
 #define SR_REDUCE_MAX 1
 #define SR_REDUCE_MIN 2
 
+/* ABI 1.1. The job's key/value store: the host opens the rendezvous named in
+ * sr_comm_create_args (a directory, a Redis server, an in-process table) and
+ * scopes every key to the job's prefix, so backends only pick key names.
+ * Backends meet through it (Gloo's addresses, NCCL's unique id) and may
+ * publish liveness in it. Every entry is thread-safe and never unwinds; a
+ * failure returns an SR_* code and writes a NUL-terminated reason into `err`
+ * (at most err_size bytes, truncated). Borrowed: valid until the
+ * communicator created with it, and every one split from it, is destroyed. */
+typedef struct sr_kv_store {
+  size_t struct_size;
+  void* ctx; /* passed back to every entry */
+  /* Sets `key` to `size` bytes at `value`, replacing an older value. */
+  int32_t (*set)(void* ctx, const char* key, const void* value, size_t size,
+                 char* err, size_t err_size);
+  /* Waits up to timeout_ms for `key` (0: only looks; < 0: the store's
+   * default), then calls sink(sink_ctx, value, size) once before returning
+   * SR_OK. SR_DEADLINE_EXCEEDED when the key never appeared. */
+  int32_t (*get)(void* ctx, const char* key, int64_t timeout_ms,
+                 void (*sink)(void* sink_ctx, const void* value, size_t size),
+                 void* sink_ctx, char* err, size_t err_size);
+} sr_kv_store;
+
 typedef struct sr_comm_create_args {
   size_t struct_size;
   sr_extension* ext;
@@ -40,6 +69,9 @@ typedef struct sr_comm_create_args {
   int64_t timeout_ms; /* default for rendezvous and for wait() */
   DLDevice device;    /* where the tensors live */
   sr_named_value_list options;
+  /* ABI 1.1: the rendezvous opened by the host (see sr_kv_store); NULL from a
+   * 1.0 host or when the rendezvous is in-process only ("local:"). */
+  const sr_kv_store* store;
 } sr_comm_create_args;
 
 /* Arguments of every collective; each collective says which fields it reads.

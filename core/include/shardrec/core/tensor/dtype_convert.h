@@ -4,23 +4,20 @@
 // (NumPy has no bfloat16) and read back with the same rounding the kernel uses.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <string>
 
 #include "shardrec/core/tensor/tensor.h"
+#include "shardrec/sdk/half.hpp"
 
 namespace shardrec {
 
-// One element, round-to-nearest-even; NaN stays NaN.
-inline uint16_t FloatToBFloat16(float f) {
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-inline float BFloat16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
-uint16_t FloatToHalf(float f);
-float HalfToFloat(uint16_t h);
+// One element, round-to-nearest-even; NaN stays NaN (the SDK's, so host and
+// plugins round alike).
+using sdk::BFloat16ToFloat;
+using sdk::FloatToBFloat16;
+using sdk::FloatToHalf;
+using sdk::HalfToFloat;
 
 // Any float dtype (float16/bfloat16/float32/float64) to float32.
 StatusOr<Tensor> ToFloat32(const Tensor& t, const std::string& what);

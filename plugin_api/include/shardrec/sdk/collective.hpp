@@ -1,0 +1,329 @@
+// shardrec plugin SDK — a collective's arguments, checked on this rank and
+// copied (the host's count arrays are borrowed only for the call), plus the
+// element-wise reductions every CPU backend needs. A comm backend receives a
+// `Collective` from CommVtable (sdk/comm.hpp) and never sees a raw
+// sr_collective_args.
+#ifndef SHARDREC_SDK_COLLECTIVE_HPP_
+#define SHARDREC_SDK_COLLECTIVE_HPP_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "shardrec/abi/comm.h"
+#include "shardrec/sdk/dtype.hpp"
+#include "shardrec/sdk/half.hpp"
+#include "shardrec/sdk/status.hpp"
+#include "shardrec/sdk/tensor.hpp"
+
+namespace shardrec::sdk {
+
+enum class CollectiveOp : int32_t {
+  kAllToAllV,
+  kReduceScatterV,
+  kAllGatherV,
+  kAllReduce,
+  kBroadcast,
+  kBarrier,
+};
+
+inline const char* CollectiveName(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllToAllV: return "all_to_all_v";
+    case CollectiveOp::kReduceScatterV: return "reduce_scatter_v";
+    case CollectiveOp::kAllGatherV: return "all_gather_v";
+    case CollectiveOp::kAllReduce: return "all_reduce";
+    case CollectiveOp::kBroadcast: return "broadcast";
+    case CollectiveOp::kBarrier: return "barrier";
+  }
+  return "?";
+}
+
+inline const char* ReduceOpName(int32_t op) {
+  switch (op) {
+    case SR_REDUCE_SUM: return "sum";
+    case SR_REDUCE_MAX: return "max";
+    case SR_REDUCE_MIN: return "min";
+  }
+  return "?";
+}
+
+// One collective as this rank posted it. Counts are elements; displacements
+// are their prefix sums (slices packed in rank order, sr_collective_args).
+struct Collective {
+  CollectiveOp op = CollectiveOp::kBarrier;
+  DLDataType dtype{kDLUInt, 8, 1};
+  size_t elem_size = 1;
+  DLDevice device{kDLCPU, 0};
+  const char* send = nullptr;  // byte_offset applied
+  char* recv = nullptr;
+  int64_t send_numel = 0;
+  int64_t recv_numel = 0;
+  std::vector<int64_t> send_counts, send_displs;  // all_to_all_v
+  std::vector<int64_t> recv_counts, recv_displs;  // all_to_all_v, reduce_scatter_v, all_gather_v
+  int32_t reduce_op = SR_REDUCE_SUM;
+  int32_t root = 0;
+  void* stream = nullptr;
+
+  size_t Bytes(int64_t elements) const { return static_cast<size_t>(elements) * elem_size; }
+};
+
+// The element types the reductions below handle, by DTypeName, for a
+// backend's "reduce_dtypes" attribute.
+inline constexpr const char* kReducibleDTypeNames[] = {"float16", "bfloat16", "float32",
+                                                       "float64", "int32",    "int64"};
+
+// True for the element types the reductions below handle.
+inline bool IsReducible(DLDataType t) {
+  if (t.lanes != 1) return false;
+  if (t.code == kDLFloat) return t.bits == 16 || t.bits == 32 || t.bits == 64;
+  if (t.code == kDLBfloat) return t.bits == 16;
+  if (t.code == kDLInt) return t.bits == 32 || t.bits == 64;
+  return false;
+}
+
+namespace detail {
+
+struct FlatTensor {
+  char* data = nullptr;
+  int64_t numel = 0;
+};
+
+// A dense tensor of any shape, read as flat elements.
+inline FlatTensor Flatten(const DLTensor* t, const char* what, DLDeviceType device_type) {
+  if (t == nullptr) throw InvalidArgument(std::string(what) + ": tensor is NULL");
+  if (t->device.device_type != device_type) {
+    throw InvalidArgument(std::string(what) + ": expected device type " + std::to_string(device_type) +
+                          ", got " + std::to_string(t->device.device_type));
+  }
+  if (t->dtype.lanes != 1 || t->dtype.bits == 0 || t->dtype.bits % 8 != 0) {
+    throw InvalidArgument(std::string(what) + ": unsupported dtype " + DTypeName(t->dtype));
+  }
+  if (t->ndim < 0 || (t->ndim > 0 && t->shape == nullptr)) {
+    throw InvalidArgument(std::string(what) + ": malformed shape");
+  }
+  int64_t numel = 1, contiguous = 1;
+  for (int d = t->ndim - 1; d >= 0; --d) {
+    if (t->shape[d] < 0) throw InvalidArgument(std::string(what) + ": negative extent in shape " + ShapeString(*t));
+    if (t->strides != nullptr && t->shape[d] != 1 && t->strides[d] != contiguous) {
+      throw InvalidArgument(std::string(what) + ": must be contiguous, got shape " + ShapeString(*t) +
+                            " with non-dense strides");
+    }
+    contiguous *= t->shape[d];
+    numel *= t->shape[d];
+  }
+  if (t->data == nullptr && numel > 0) throw InvalidArgument(std::string(what) + ": data is NULL");
+  return {static_cast<char*>(t->data) + t->byte_offset, numel};
+}
+
+inline std::vector<int64_t> Counts(const int64_t* counts, int world, const char* what) {
+  if (counts == nullptr) throw InvalidArgument(std::string(what) + " is NULL");
+  std::vector<int64_t> v(counts, counts + world);
+  for (int r = 0; r < world; ++r) {
+    if (v[r] < 0) {
+      throw InvalidArgument(std::string(what) + "[" + std::to_string(r) + "] is negative (" +
+                            std::to_string(v[r]) + ")");
+    }
+  }
+  return v;
+}
+
+inline std::vector<int64_t> Displacements(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> d(counts.size(), 0);
+  for (size_t i = 1; i < counts.size(); ++i) d[i] = d[i - 1] + counts[i - 1];
+  return d;
+}
+
+inline int64_t Sum(const std::vector<int64_t>& v) {
+  int64_t s = 0;
+  for (int64_t x : v) s += x;
+  return s;
+}
+
+inline void NeedAtLeast(int64_t have, int64_t need, const char* what, const char* why) {
+  if (have < need) {
+    throw InvalidArgument(std::string(what) + " holds " + std::to_string(have) + " elements but " + why +
+                          " needs " + std::to_string(need));
+  }
+}
+
+inline bool Overlap(const char* a, size_t an, const char* b, size_t bn) {
+  return an > 0 && bn > 0 && a < b + bn && b < a + an;
+}
+
+}  // namespace detail
+
+// Checks `args` for `op` as posted by `rank` of `world` ranks whose tensors
+// live on `device_type`, and copies what the collective needs. Everything
+// one rank can see is checked here (NULLs, negative counts, counts larger
+// than the buffers, dtype and device, root range, forbidden aliasing); what
+// only the ranks together can see (counts that disagree across ranks) is
+// the backend's to check.
+inline Collective ParseCollective(CollectiveOp op, const sr_collective_args* a, int rank, int world,
+                                  DLDeviceType device_type) {
+  Collective c;
+  c.op = op;
+  if (op == CollectiveOp::kBarrier) return c;
+  if (a == nullptr) throw InvalidArgument(std::string(CollectiveName(op)) + ": args are NULL");
+  c.stream = a->stream;
+  c.reduce_op = a->reduce_op;
+  c.root = a->root;
+  detail::FlatTensor recv = detail::Flatten(a->recv, "recv", device_type);
+  c.recv = recv.data;
+  c.recv_numel = recv.numel;
+  c.dtype = a->recv->dtype;
+  c.elem_size = a->recv->dtype.bits / 8;
+  c.device = a->recv->device;
+  if (op != CollectiveOp::kBroadcast) {
+    detail::FlatTensor send = detail::Flatten(a->send, "send", device_type);
+    if (!SameDType(a->send->dtype, c.dtype)) {
+      throw InvalidArgument(std::string("send and recv dtypes differ: ") + DTypeName(a->send->dtype) +
+                            " vs " + DTypeName(c.dtype));
+    }
+    c.send = send.data;
+    c.send_numel = send.numel;
+  }
+  switch (op) {
+    case CollectiveOp::kAllToAllV:
+      c.send_counts = detail::Counts(a->send_counts, world, "send_counts");
+      c.recv_counts = detail::Counts(a->recv_counts, world, "recv_counts");
+      detail::NeedAtLeast(c.send_numel, detail::Sum(c.send_counts), "send", "the sum of send_counts");
+      detail::NeedAtLeast(c.recv_numel, detail::Sum(c.recv_counts), "recv", "the sum of recv_counts");
+      if (c.send_counts[rank] != c.recv_counts[rank]) {
+        throw InvalidArgument("send_counts[" + std::to_string(rank) + "] (" + std::to_string(c.send_counts[rank]) +
+                              ") must equal recv_counts[" + std::to_string(rank) + "] (" +
+                              std::to_string(c.recv_counts[rank]) + "): what a rank sends itself it receives");
+      }
+      break;
+    case CollectiveOp::kReduceScatterV:
+      c.recv_counts = detail::Counts(a->recv_counts, world, "recv_counts");
+      detail::NeedAtLeast(c.send_numel, detail::Sum(c.recv_counts), "send", "the sum of recv_counts");
+      detail::NeedAtLeast(c.recv_numel, c.recv_counts[rank], "recv", "recv_counts[rank]");
+      break;
+    case CollectiveOp::kAllGatherV:
+      c.recv_counts = detail::Counts(a->recv_counts, world, "recv_counts");
+      detail::NeedAtLeast(c.send_numel, c.recv_counts[rank], "send", "recv_counts[rank]");
+      detail::NeedAtLeast(c.recv_numel, detail::Sum(c.recv_counts), "recv", "the sum of recv_counts");
+      break;
+    case CollectiveOp::kAllReduce:
+      if (c.send_numel != c.recv_numel) {
+        throw InvalidArgument("all_reduce: send has " + std::to_string(c.send_numel) + " elements, recv " +
+                              std::to_string(c.recv_numel) + "; they must match");
+      }
+      break;
+    case CollectiveOp::kBroadcast:
+      if (c.root < 0 || c.root >= world) {
+        throw InvalidArgument("broadcast: root " + std::to_string(c.root) + " is not a rank of this " +
+                              std::to_string(world) + "-rank communicator");
+      }
+      break;
+    case CollectiveOp::kBarrier: break;
+  }
+  if (!c.recv_counts.empty()) c.recv_displs = detail::Displacements(c.recv_counts);
+  if (!c.send_counts.empty()) c.send_displs = detail::Displacements(c.send_counts);
+  if (op == CollectiveOp::kReduceScatterV || op == CollectiveOp::kAllReduce) {
+    if (!IsReducible(c.dtype)) {
+      throw InvalidArgument(std::string(CollectiveName(op)) + ": cannot reduce dtype " + DTypeName(c.dtype) +
+                            " (float16, bfloat16, float32, float64, int32, int64)");
+    }
+    if (c.reduce_op != SR_REDUCE_SUM && c.reduce_op != SR_REDUCE_MAX && c.reduce_op != SR_REDUCE_MIN) {
+      throw InvalidArgument(std::string(CollectiveName(op)) + ": unknown reduce_op " + std::to_string(c.reduce_op));
+    }
+  }
+  // all_reduce may run in place (recv == send); any other overlap would
+  // read what the collective already overwrote.
+  const bool in_place = op == CollectiveOp::kAllReduce && c.send == c.recv;
+  if (op != CollectiveOp::kBroadcast && !in_place &&
+      detail::Overlap(c.send, c.Bytes(c.send_numel), c.recv, c.Bytes(c.recv_numel))) {
+    throw InvalidArgument(std::string(CollectiveName(op)) + ": send and recv overlap" +
+                          (op == CollectiveOp::kAllReduce ? " without being the same buffer" : ""));
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// Reductions. Narrow floats are widened to float32, combined, and rounded
+// once to nearest-even, so a k-way reduction of float16 inputs equals the
+// float32 result rounded (not k-1 roundings).
+// ---------------------------------------------------------------------------
+namespace detail {
+
+template <class T>
+inline T Combine(int32_t op, T a, T b) {
+  if (op == SR_REDUCE_SUM) return static_cast<T>(a + b);
+  if (op == SR_REDUCE_MAX) return a < b ? b : a;
+  return b < a ? b : a;
+}
+
+template <class T>
+void ReduceManyT(int32_t op, T* dst, const void* const* srcs, int k, int64_t n) {
+  const T* s0 = static_cast<const T*>(srcs[0]);
+  if (k == 1) {
+    if (static_cast<const void*>(dst) != s0) std::memmove(dst, s0, sizeof(T) * n);
+    return;
+  }
+  // Blocked so that dst may alias one source (each block is read whole
+  // before it is written).
+  constexpr int64_t kBlock = 1024;
+  T acc[kBlock];
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    for (int64_t i = 0; i < m; ++i) acc[i] = s0[b + i];
+    for (int j = 1; j < k; ++j) {
+      const T* s = static_cast<const T*>(srcs[j]) + b;
+      if (op == SR_REDUCE_SUM) {
+        for (int64_t i = 0; i < m; ++i) acc[i] += s[i];
+      } else {
+        for (int64_t i = 0; i < m; ++i) acc[i] = Combine(op, acc[i], s[i]);
+      }
+    }
+    std::memcpy(dst + b, acc, sizeof(T) * m);
+  }
+}
+
+template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+void ReduceManyNarrow(int32_t op, uint16_t* dst, const void* const* srcs, int k, int64_t n) {
+  constexpr int64_t kBlock = 1024;
+  float acc[kBlock];
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    const uint16_t* s0 = static_cast<const uint16_t*>(srcs[0]) + b;
+    for (int64_t i = 0; i < m; ++i) acc[i] = Widen(s0[i]);
+    for (int j = 1; j < k; ++j) {
+      const uint16_t* s = static_cast<const uint16_t*>(srcs[j]) + b;
+      for (int64_t i = 0; i < m; ++i) acc[i] = Combine(op, acc[i], Widen(s[i]));
+    }
+    for (int64_t i = 0; i < m; ++i) dst[b + i] = Narrow(acc[i]);
+  }
+}
+
+}  // namespace detail
+
+// dst[i] = srcs[0][i] (op) srcs[1][i] (op) ... for n elements of `dtype`,
+// combined in the order given (deterministic). dst may alias one source.
+inline void ReduceMany(DLDataType dtype, int32_t op, void* dst, const void* const* srcs, int k, int64_t n) {
+  if (k <= 0 || n <= 0) return;
+  if (dtype.code == kDLFloat && dtype.bits == 32) return detail::ReduceManyT(op, static_cast<float*>(dst), srcs, k, n);
+  if (dtype.code == kDLFloat && dtype.bits == 64) return detail::ReduceManyT(op, static_cast<double*>(dst), srcs, k, n);
+  if (dtype.code == kDLInt && dtype.bits == 32) return detail::ReduceManyT(op, static_cast<int32_t*>(dst), srcs, k, n);
+  if (dtype.code == kDLInt && dtype.bits == 64) return detail::ReduceManyT(op, static_cast<int64_t*>(dst), srcs, k, n);
+  if (dtype.code == kDLFloat && dtype.bits == 16) {
+    return detail::ReduceManyNarrow<HalfToFloat, FloatToHalf>(op, static_cast<uint16_t*>(dst), srcs, k, n);
+  }
+  if (dtype.code == kDLBfloat && dtype.bits == 16) {
+    return detail::ReduceManyNarrow<BFloat16ToFloat, FloatToBFloat16>(op, static_cast<uint16_t*>(dst), srcs, k, n);
+  }
+  throw InvalidArgument("cannot reduce dtype " + DTypeName(dtype));
+}
+
+// dst[i] = dst[i] (op) src[i]: the pairwise form (Gloo's reduce callback).
+inline void ReduceInto(DLDataType dtype, int32_t op, void* dst, const void* src, int64_t n) {
+  const void* srcs[2] = {dst, src};
+  ReduceMany(dtype, op, dst, srcs, 2, n);
+}
+
+}  // namespace shardrec::sdk
+
+#endif  // SHARDREC_SDK_COLLECTIVE_HPP_

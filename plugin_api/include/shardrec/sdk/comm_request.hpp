@@ -1,0 +1,202 @@
+// shardrec plugin SDK — request handles for asynchronous collectives, and
+// the one-thread worker that CPU backends run their collectives on.
+//
+// A backend's Post() returns a Request. OrderedWorker gives the common
+// shape: collectives run one after another, in the order posted, on a
+// thread of the communicator, so several may be outstanding while the
+// caller computes; the first failure poisons the worker, and every later
+// collective fails at once with that error instead of waiting for peers
+// that have already moved on.
+#ifndef SHARDREC_SDK_COMM_REQUEST_HPP_
+#define SHARDREC_SDK_COMM_REQUEST_HPP_
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "shardrec/sdk/status.hpp"
+
+namespace shardrec::sdk {
+
+// An outstanding collective. Test() and Wait() throw the collective's error
+// (an sdk::Error) once it failed; Wait() throws SR_DEADLINE_EXCEEDED when
+// the collective is still running after timeout_ms (< 0: the backend's
+// default). Both may be called from any thread.
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual bool Test() = 0;
+  virtual void Wait(int64_t timeout_ms) = 0;
+};
+
+// A unit of work run by an OrderedWorker; its outcome is its Request.
+class Job final : public Request {
+ public:
+  using Body = std::function<void()>;
+  // Says why the job has not finished (which peer it waits for), for the
+  // timeout message of Wait(). Called on the waiting thread.
+  using Diagnose = std::function<std::string()>;
+
+  Job(std::string what, Body body, Diagnose diagnose, int64_t default_timeout_ms)
+      : what_(std::move(what)),
+        body_(std::move(body)),
+        diagnose_(std::move(diagnose)),
+        default_timeout_ms_(default_timeout_ms) {}
+
+  bool Test() override {
+    std::lock_guard<std::mutex> lock(m_);
+    if (done_ && code_ != SR_OK) throw Error(code_, message_);
+    return done_;
+  }
+
+  void Wait(int64_t timeout_ms) override {
+    if (timeout_ms < 0) timeout_ms = default_timeout_ms_;
+    std::unique_lock<std::mutex> lock(m_);
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done_; })) {
+      lock.unlock();
+      std::string why = diagnose_ ? diagnose_() : std::string();
+      throw Error(SR_DEADLINE_EXCEEDED, what_ + " did not complete within " + std::to_string(timeout_ms) +
+                                            " ms" + (why.empty() ? "" : ": " + why));
+    }
+    if (code_ != SR_OK) throw Error(code_, message_);
+  }
+
+  const std::string& what() const { return what_; }
+
+  // Runs the body (on the worker) and records its outcome.
+  void Run() {
+    int32_t code = SR_OK;
+    std::string message;
+    try {
+      body_();
+    } catch (const Error& e) {
+      code = e.code();
+      message = what_ + ": " + e.what();
+    } catch (const std::exception& e) {
+      code = SR_INTERNAL;
+      message = what_ + ": " + e.what();
+    } catch (...) {
+      code = SR_INTERNAL;
+      message = what_ + ": unknown exception";
+    }
+    Finish(code, std::move(message));
+  }
+
+  void Finish(int32_t code, std::string message) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (done_) return;
+      done_ = true;
+      code_ = code;
+      message_ = std::move(message);
+      body_ = nullptr;  // drops what the body captured (buffers, counts)
+    }
+    cv_.notify_all();
+  }
+
+  // The outcome once done: SR_OK or the error code, and its message.
+  int32_t code() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return code_;
+  }
+  std::string message() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return message_;
+  }
+
+ private:
+  const std::string what_;
+  Body body_;
+  Diagnose diagnose_;
+  const int64_t default_timeout_ms_;
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  int32_t code_ = SR_OK;
+  std::string message_;
+};
+
+// One thread that runs jobs in the order submitted. The destructor cancels
+// jobs not yet started and waits for the running one (whose own timeouts
+// bound that wait).
+class OrderedWorker {
+ public:
+  OrderedWorker() : thread_([this] { Loop(); }) {}
+  OrderedWorker(const OrderedWorker&) = delete;
+  OrderedWorker& operator=(const OrderedWorker&) = delete;
+  ~OrderedWorker() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  std::shared_ptr<Job> Submit(std::string what, Job::Body body, Job::Diagnose diagnose,
+                              int64_t default_timeout_ms) {
+    auto job = std::make_shared<Job>(std::move(what), std::move(body), std::move(diagnose), default_timeout_ms);
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (!failure_.empty()) {
+        job->Finish(SR_FAILED_PRECONDITION,
+                    job->what() + ": the communicator failed earlier and cannot be used: " + failure_);
+        return job;
+      }
+      queue_.push_back(job);
+    }
+    cv_.notify_all();
+    return job;
+  }
+
+  // The first failure, or "" while none happened.
+  std::string failure() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return failure_;
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_) {
+          for (auto& j : queue_) j->Finish(SR_CANCELLED, j->what() + ": cancelled: the communicator was destroyed");
+          queue_.clear();
+          return;
+        }
+        job = std::move(queue_.front());
+        queue_.pop_front();
+        if (!failure_.empty()) {
+          job->Finish(SR_FAILED_PRECONDITION,
+                      job->what() + ": the communicator failed earlier and cannot be used: " + failure_);
+          continue;
+        }
+      }
+      job->Run();
+      if (job->code() != SR_OK) {
+        std::lock_guard<std::mutex> lock(m_);
+        if (failure_.empty()) failure_ = job->message();
+      }
+    }
+  }
+
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stopping_ = false;
+  std::string failure_;
+  std::thread thread_;  // last: starts after the members it uses exist
+};
+
+}  // namespace shardrec::sdk
+
+#endif  // SHARDREC_SDK_COMM_REQUEST_HPP_

@@ -1,0 +1,230 @@
+// The `local` comm backend: ranks are threads of one process. Each rank
+// reads its peers' buffers directly, so a collective copies every byte once
+// (the copy it needs), with every rank copying its own share in parallel:
+//   all_to_all_v      rank r pulls slice r of every peer's send
+//   all_gather_v      rank r pulls every peer's send
+//   reduce_scatter_v  rank r reduces slice r of every peer's send, in rank order
+//   all_reduce        rank r reduces chunk r of every send into its recv, then
+//                     pulls every other chunk from its owner's recv
+//   broadcast         every rank pulls root's buffer
+// Ranks see each other's arguments, so counts, dtypes, roots and reduce
+// ops that disagree are caught on every rank with the same message.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "local_world.h"
+#include "shardrec/sdk/comm.hpp"
+
+namespace shardrec::local_comm {
+namespace {
+
+using sdk::Collective;
+using sdk::CollectiveOp;
+
+std::string WorldName(const sr_comm_create_args& a) {
+  const std::string rdzv = a.rendezvous ? a.rendezvous : "";
+  if (rdzv.rfind("local:", 0) != 0 || rdzv.size() == 6) {
+    throw sdk::InvalidArgument("comm local joins the threads of one process; its rendezvous is local:NAME, got '" +
+                               rdzv + "'");
+  }
+  return std::string(a.prefix ? a.prefix : "") + "/" + rdzv.substr(6);
+}
+
+// Every rank runs the same checks over the same published arguments, so
+// every rank reports the same error.
+void CheckAgreement(LocalWorld& w, const std::vector<int>& g, int64_t seq) {
+  const int n = w.size();
+  const Collective& c0 = *w.slot(0).op;
+  auto fail = [&](const std::string& m) {
+    throw sdk::InvalidArgument(std::string(sdk::CollectiveName(c0.op)) + " (collective #" + std::to_string(seq) +
+                               "): " + m);
+  };
+  auto rank = [&](int q) { return "rank " + std::to_string(g[q]); };
+  for (int q = 1; q < n; ++q) {
+    const Collective& c = *w.slot(q).op;
+    if (c.op != c0.op) fail(rank(q) + " posted " + sdk::CollectiveName(c.op) + " instead");
+    if (c.op == CollectiveOp::kBarrier) continue;
+    if (!sdk::SameDType(c.dtype, c0.dtype)) {
+      fail(rank(q) + " uses " + sdk::DTypeName(c.dtype) + ", " + rank(0) + " " + sdk::DTypeName(c0.dtype));
+    }
+    if ((c.op == CollectiveOp::kAllReduce || c.op == CollectiveOp::kReduceScatterV) && c.reduce_op != c0.reduce_op) {
+      fail(rank(q) + " reduces with " + sdk::ReduceOpName(c.reduce_op) + ", " + rank(0) + " with " +
+           sdk::ReduceOpName(c0.reduce_op));
+    }
+    if ((c.op == CollectiveOp::kReduceScatterV || c.op == CollectiveOp::kAllGatherV) &&
+        c.recv_counts != c0.recv_counts) {
+      for (int p = 0; p < n; ++p) {
+        if (c.recv_counts[p] != c0.recv_counts[p]) {
+          fail(rank(q) + " has recv_counts[" + std::to_string(p) + "] = " + std::to_string(c.recv_counts[p]) + ", " +
+               rank(0) + " has " + std::to_string(c0.recv_counts[p]));
+        }
+      }
+    }
+    if (c.op == CollectiveOp::kAllReduce && c.recv_numel != c0.recv_numel) {
+      fail(rank(q) + " reduces " + std::to_string(c.recv_numel) + " elements, " + rank(0) + " " +
+           std::to_string(c0.recv_numel));
+    }
+    if (c.op == CollectiveOp::kBroadcast) {
+      if (c.root != c0.root) fail(rank(q) + " names root " + std::to_string(c.root) + ", " + rank(0) + " " + std::to_string(c0.root));
+      if (c.recv_numel != c0.recv_numel) {
+        fail(rank(q) + " has " + std::to_string(c.recv_numel) + " elements, " + rank(0) + " " +
+             std::to_string(c0.recv_numel));
+      }
+    }
+  }
+  if (c0.op == CollectiveOp::kAllToAllV) {
+    for (int p = 0; p < n; ++p) {
+      for (int q = 0; q < n; ++q) {
+        const int64_t sent = w.slot(p).op->send_counts[q], expected = w.slot(q).op->recv_counts[p];
+        if (sent != expected) {
+          fail(rank(p) + " sends " + std::to_string(sent) + " elements to " + rank(q) + ", which expects " +
+               std::to_string(expected));
+        }
+      }
+    }
+  }
+}
+
+class LocalComm {
+ public:
+  explicit LocalComm(const sr_comm_create_args& a)
+      : rank_(a.rank), timeout_ms_(a.timeout_ms), global_ranks_(a.world_size) {
+    sdk::Options options(a.options, "comm local");
+    options.Finish();
+    for (int r = 0; r < a.world_size; ++r) global_ranks_[r] = r;
+    world_ = LocalWorld::Join(WorldName(a), a.world_size, a.rank, a.timeout_ms);
+  }
+  LocalComm(std::shared_ptr<LocalWorld> world, int rank, int64_t timeout_ms, std::vector<int> global_ranks)
+      : rank_(rank), timeout_ms_(timeout_ms), global_ranks_(std::move(global_ranks)), world_(std::move(world)) {}
+  ~LocalComm() {
+    worker_.reset();  // finishes the running collective, cancels the rest
+    world_->Leave(rank_);
+  }
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_->size(); }
+  DLDeviceType device_type() const { return kDLCPU; }
+
+  std::shared_ptr<sdk::Request> Post(Collective c) {
+    const int64_t seq = ++posted_;
+    const std::string what = std::string(sdk::CollectiveName(c.op)) + " (collective #" + std::to_string(seq) + ")";
+    return worker_->Submit(
+        what, [this, seq, c = std::move(c)] { Run(seq, c); },
+        [this, seq] { return world_->DescribeLaggards(seq, global_ranks_); }, timeout_ms_);
+  }
+
+  std::unique_ptr<LocalComm> Split(int32_t color, int32_t key) {
+    const int64_t seq = ++posted_;
+    const int64_t split_index = ++splits_;
+    // Shared with the job, which may outlive this call when Wait times out.
+    auto result = std::make_shared<std::unique_ptr<LocalComm>>();
+    auto job = worker_->Submit(
+        "split (collective #" + std::to_string(seq) + ")",
+        [this, seq, split_index, color, key, result] {
+          Collective marker;  // barrier-shaped, so peers check they all split
+          LocalWorld::Slot& mine = world_->slot(rank_);
+          mine.op = &marker;
+          mine.color = color;
+          mine.key = key;
+          Phase(seq, 0, "split");
+          CheckAgreement(*world_, global_ranks_, seq);
+          // Members of this color, ordered by (key, rank), as MPI_Comm_split.
+          std::vector<std::pair<int32_t, int>> members;
+          for (int q = 0; q < world_size(); ++q) {
+            if (world_->slot(q).color == color) members.emplace_back(world_->slot(q).key, q);
+          }
+          Phase(seq, 2, "split");
+          std::sort(members.begin(), members.end());
+          std::vector<int> globals;
+          int sub_rank = 0;
+          for (size_t i = 0; i < members.size(); ++i) {
+            if (members[i].second == rank_) sub_rank = static_cast<int>(i);
+            globals.push_back(global_ranks_[members[i].second]);
+          }
+          const std::string name =
+              world_->name() + "/split" + std::to_string(split_index) + "/color" + std::to_string(color);
+          auto sub = LocalWorld::Join(name, static_cast<int>(members.size()), sub_rank, timeout_ms_);
+          *result = std::make_unique<LocalComm>(std::move(sub), sub_rank, timeout_ms_, std::move(globals));
+        },
+        [this, seq] { return world_->DescribeLaggards(seq, global_ranks_); }, timeout_ms_);
+    job->Wait(2 * timeout_ms_);  // two waits inside: the peers' split and their join
+    return std::move(*result);
+  }
+
+ private:
+  void Phase(int64_t seq, int k, const char* what) {
+    world_->Arrive(rank_, seq * LocalWorld::kPhasesPerCollective + k, seq, what, timeout_ms_, global_ranks_);
+  }
+
+  void Run(int64_t seq, const Collective& c) {
+    const char* what = sdk::CollectiveName(c.op);
+    world_->slot(rank_).op = &c;
+    Phase(seq, 0, what);  // every rank's arguments are visible
+    CheckAgreement(*world_, global_ranks_, seq);
+    const int n = world_size();
+    auto peer = [&](int q) -> const Collective& { return *world_->slot(q).op; };
+    switch (c.op) {
+      case CollectiveOp::kAllToAllV:
+        for (int q = 0; q < n; ++q) {
+          std::memcpy(c.recv + c.Bytes(c.recv_displs[q]), peer(q).send + c.Bytes(peer(q).send_displs[rank_]),
+                      c.Bytes(c.recv_counts[q]));
+        }
+        break;
+      case CollectiveOp::kAllGatherV:
+        for (int q = 0; q < n; ++q) {
+          std::memcpy(c.recv + c.Bytes(c.recv_displs[q]), peer(q).send, c.Bytes(c.recv_counts[q]));
+        }
+        break;
+      case CollectiveOp::kReduceScatterV: {
+        std::vector<const void*> srcs(n);
+        for (int q = 0; q < n; ++q) srcs[q] = peer(q).send + c.Bytes(c.recv_displs[rank_]);
+        sdk::ReduceMany(c.dtype, c.reduce_op, c.recv, srcs.data(), n, c.recv_counts[rank_]);
+        break;
+      }
+      case CollectiveOp::kAllReduce: {
+        auto lo = [&](int q) { return c.recv_numel * q / n; };
+        std::vector<const void*> srcs(n);
+        for (int q = 0; q < n; ++q) srcs[q] = peer(q).send + c.Bytes(lo(rank_));
+        sdk::ReduceMany(c.dtype, c.reduce_op, c.recv + c.Bytes(lo(rank_)), srcs.data(), n, lo(rank_ + 1) - lo(rank_));
+        Phase(seq, 1, what);  // every chunk is reduced in its owner's recv
+        for (int q = 0; q < n; ++q) {
+          if (q != rank_) std::memcpy(c.recv + c.Bytes(lo(q)), peer(q).recv + c.Bytes(lo(q)), c.Bytes(lo(q + 1) - lo(q)));
+        }
+        break;
+      }
+      case CollectiveOp::kBroadcast:
+        if (rank_ != c.root) std::memcpy(c.recv, peer(c.root).recv, c.Bytes(c.recv_numel));
+        break;
+      case CollectiveOp::kBarrier: break;
+    }
+    Phase(seq, 2, what);  // nobody reads this rank's buffers any more
+  }
+
+  const int rank_;
+  const int64_t timeout_ms_;
+  std::vector<int> global_ranks_;
+  std::shared_ptr<LocalWorld> world_;
+  int64_t posted_ = 0, splits_ = 0;
+  std::unique_ptr<sdk::OrderedWorker> worker_ = std::make_unique<sdk::OrderedWorker>();
+};
+
+const sr_named_value kAttributes[] = {
+    sdk::StringAttr("transport", "shared memory between threads of one process"),
+    sdk::StringAttr("rendezvous", "local:NAME"),
+    sdk::StringListAttr("reduce_dtypes", sdk::kReducibleDTypeNames, std::size(sdk::kReducibleDTypeNames)),
+    sdk::BoolAttr("checks_arguments_across_ranks", true),
+};
+
+const sr_component kComponents[] = {
+    sdk::Component(SR_KIND_COMM, "local", "1.0",
+                   "ranks as threads of one process; collectives read peers' buffers directly",
+                   &sdk::CommVtable<LocalComm>(), sdk::List(kAttributes), 10),
+};
+
+}  // namespace
+}  // namespace shardrec::local_comm
+
+SHARDREC_DEFINE_PLUGIN("local", "1.0", shardrec::local_comm::kComponents)

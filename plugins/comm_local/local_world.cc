@@ -1,0 +1,126 @@
+// LocalWorld: joining, leaving and the phase barrier (see local_world.h).
+#include "local_world.h"
+
+#include <chrono>
+#include <map>
+
+namespace shardrec::local_comm {
+
+namespace {
+std::mutex& RegistryMutex() {
+  static std::mutex m;
+  return m;
+}
+// Worlds by name; a world lives while one of its communicators does, so a
+// name is free again once the job that used it is gone.
+std::map<std::string, std::weak_ptr<LocalWorld>>& Registry() {
+  static std::map<std::string, std::weak_ptr<LocalWorld>> worlds;
+  return worlds;
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+}  // namespace
+
+LocalWorld::LocalWorld(std::string name, int size)
+    : name_(std::move(name)), size_(size), joined_(size), left_(size), phase_(size, 0), slots_(size) {}
+
+std::shared_ptr<LocalWorld> LocalWorld::Join(const std::string& name, int size, int rank, int64_t timeout_ms) {
+  std::shared_ptr<LocalWorld> w;
+  {
+    std::lock_guard<std::mutex> lock(RegistryMutex());
+    auto it = Registry().find(name);
+    if (it != Registry().end()) w = it->second.lock();
+    if (w == nullptr) {
+      w.reset(new LocalWorld(name, size));
+      Registry()[name] = w;
+    }
+  }
+  std::unique_lock<std::mutex> lock(w->m_);
+  if (w->size_ != size) {
+    throw sdk::InvalidArgument("rank " + std::to_string(rank) + " joins '" + name + "' as a world of " +
+                               std::to_string(size) + " ranks, but ranks already there said " +
+                               std::to_string(w->size_));
+  }
+  if (w->joined_[rank]) {
+    throw sdk::Error(SR_ALREADY_EXISTS, "rank " + std::to_string(rank) + " joined '" + name +
+                                            "' twice: another job uses the same rendezvous name and prefix");
+  }
+  w->joined_[rank] = true;
+  w->cv_.notify_all();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto all_joined = [&] {
+    for (bool j : w->joined_) {
+      if (!j) return false;
+    }
+    return true;
+  };
+  if (!w->cv_.wait_until(lock, deadline, all_joined)) {
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r) {
+      if (!w->joined_[r]) missing.push_back(r);
+    }
+    w->joined_[rank] = false;  // leave the name usable for a retry
+    throw sdk::Error(SR_DEADLINE_EXCEEDED, "rank(s) " + RankList(missing) + " did not join local:" + name +
+                                               " within " + std::to_string(timeout_ms) + " ms");
+  }
+  return w;
+}
+
+void LocalWorld::Leave(int rank) {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    left_[rank] = true;
+  }
+  cv_.notify_all();
+}
+
+void LocalWorld::Arrive(int rank, int64_t phase, int64_t seq, const char* what, int64_t timeout_ms,
+                        const std::vector<int>& global_ranks) {
+  std::unique_lock<std::mutex> lock(m_);
+  phase_[rank] = phase;
+  cv_.notify_all();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int behind = -1;
+    for (int q = 0; q < size_ && behind < 0; ++q) {
+      if (phase_[q] < phase) behind = q;
+    }
+    if (behind < 0) return;
+    if (left_[behind]) {
+      throw sdk::Error(SR_UNAVAILABLE, "rank " + std::to_string(global_ranks[behind]) +
+                                           " left the communicator (destroyed it, or its thread ended) before "
+                                           "collective #" + std::to_string(seq) + " (" + what + ")");
+    }
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      std::vector<int> late;
+      for (int q = 0; q < size_; ++q) {
+        if (phase_[q] < phase) late.push_back(global_ranks[q]);
+      }
+      if (late.empty()) return;
+      const int64_t at = phase_[behind] / kPhasesPerCollective;
+      throw sdk::Error(SR_DEADLINE_EXCEEDED,
+                       "rank(s) " + RankList(late) + " did not reach collective #" + std::to_string(seq) + " (" +
+                           what + ") within " + std::to_string(timeout_ms) + " ms; rank " +
+                           std::to_string(global_ranks[behind]) + " is at collective #" + std::to_string(at));
+    }
+  }
+}
+
+std::string LocalWorld::DescribeLaggards(int64_t seq, const std::vector<int>& global_ranks) {
+  std::lock_guard<std::mutex> lock(m_);
+  std::string out;
+  for (int q = 0; q < size_; ++q) {
+    const int64_t at = phase_[q] / kPhasesPerCollective;
+    if (at >= seq) continue;
+    out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(global_ranks[q]) +
+           (left_[q] ? " left the communicator" : " has not posted it") + " (it is at collective #" +
+           std::to_string(at) + ")";
+  }
+  return out;
+}
+
+}  // namespace shardrec::local_comm
