@@ -33,59 +33,12 @@ std::string WorldName(const sr_comm_create_args& a) {
   return std::string(a.prefix ? a.prefix : "") + "/" + rdzv.substr(6);
 }
 
-// Every rank runs the same checks over the same published arguments, so
-// every rank reports the same error.
-void CheckAgreement(LocalWorld& w, const std::vector<int>& g, int64_t seq) {
-  const int n = w.size();
-  const Collective& c0 = *w.slot(0).op;
-  auto fail = [&](const std::string& m) {
-    throw sdk::InvalidArgument(std::string(sdk::CollectiveName(c0.op)) + " (collective #" + std::to_string(seq) +
-                               "): " + m);
-  };
-  auto rank = [&](int q) { return "rank " + std::to_string(g[q]); };
-  for (int q = 1; q < n; ++q) {
-    const Collective& c = *w.slot(q).op;
-    if (c.op != c0.op) fail(rank(q) + " posted " + sdk::CollectiveName(c.op) + " instead");
-    if (c.op == CollectiveOp::kBarrier) continue;
-    if (!sdk::SameDType(c.dtype, c0.dtype)) {
-      fail(rank(q) + " uses " + sdk::DTypeName(c.dtype) + ", " + rank(0) + " " + sdk::DTypeName(c0.dtype));
-    }
-    if ((c.op == CollectiveOp::kAllReduce || c.op == CollectiveOp::kReduceScatterV) && c.reduce_op != c0.reduce_op) {
-      fail(rank(q) + " reduces with " + sdk::ReduceOpName(c.reduce_op) + ", " + rank(0) + " with " +
-           sdk::ReduceOpName(c0.reduce_op));
-    }
-    if ((c.op == CollectiveOp::kReduceScatterV || c.op == CollectiveOp::kAllGatherV) &&
-        c.recv_counts != c0.recv_counts) {
-      for (int p = 0; p < n; ++p) {
-        if (c.recv_counts[p] != c0.recv_counts[p]) {
-          fail(rank(q) + " has recv_counts[" + std::to_string(p) + "] = " + std::to_string(c.recv_counts[p]) + ", " +
-               rank(0) + " has " + std::to_string(c0.recv_counts[p]));
-        }
-      }
-    }
-    if (c.op == CollectiveOp::kAllReduce && c.recv_numel != c0.recv_numel) {
-      fail(rank(q) + " reduces " + std::to_string(c.recv_numel) + " elements, " + rank(0) + " " +
-           std::to_string(c0.recv_numel));
-    }
-    if (c.op == CollectiveOp::kBroadcast) {
-      if (c.root != c0.root) fail(rank(q) + " names root " + std::to_string(c.root) + ", " + rank(0) + " " + std::to_string(c0.root));
-      if (c.recv_numel != c0.recv_numel) {
-        fail(rank(q) + " has " + std::to_string(c.recv_numel) + " elements, " + rank(0) + " " +
-             std::to_string(c0.recv_numel));
-      }
-    }
-  }
-  if (c0.op == CollectiveOp::kAllToAllV) {
-    for (int p = 0; p < n; ++p) {
-      for (int q = 0; q < n; ++q) {
-        const int64_t sent = w.slot(p).op->send_counts[q], expected = w.slot(q).op->recv_counts[p];
-        if (sent != expected) {
-          fail(rank(p) + " sends " + std::to_string(sent) + " elements to " + rank(q) + ", which expects " +
-               std::to_string(expected));
-        }
-      }
-    }
-  }
+// Every rank checks the same published arguments, so every rank reports
+// the same error.
+void CheckAgreement(LocalWorld& w, const std::vector<int>& global_ranks, int64_t seq) {
+  std::vector<const Collective*> ops(w.size());
+  for (int q = 0; q < w.size(); ++q) ops[q] = w.slot(q).op;
+  sdk::CheckAgreement(ops, global_ranks, seq);
 }
 
 class LocalComm {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <random>
 #include <thread>
 
@@ -107,6 +108,7 @@ TEST_P(CommThreads, ARankThatLeavesIsNamed) {
     if (secs > 3.0 * 1.5 + 1) return "took " + std::to_string(secs) + " s";
     return s.message();
   });
+  std::cout << "rank 0 says: " << errors[0] << "\n";
   for (int r = 0; r < world; ++r) {
     if (r == leaver) continue;
     EXPECT_NE(errors[r].find("rank " + std::to_string(leaver)), std::string::npos) << "rank " << r << ": " << errors[r];
@@ -133,6 +135,7 @@ TEST_P(CommThreads, ARankThatStallsIsNamedWithinTheTimeout) {
     if (secs > 1.5 * 1.5 + 1.5) return "took " + std::to_string(secs) + " s";
     return s.message();
   });
+  std::cout << "rank 1 says: " << errors[1] << "\n";
   for (int r = 1; r < world; ++r) {
     EXPECT_NE(errors[r].find("rank 0"), std::string::npos) << "rank " << r << ": " << errors[r];
   }
@@ -182,6 +185,15 @@ std::string Name(const ::testing::TestParamInfo<std::tuple<Backend, int>>& info)
 INSTANTIATE_TEST_SUITE_P(Local, CommThreads,
                          ::testing::Combine(::testing::Values(Backend{"local", "local"}),
                                             ::testing::Values(1, 2, 3, 4, 7)),
+                         Name);
+// Gloo over TCP on 127.0.0.1, meeting through a directory (one host) and
+// through the in-process table.
+INSTANTIATE_TEST_SUITE_P(Gloo, CommThreads,
+                         ::testing::Combine(::testing::Values(Backend{"gloo", "file"}),
+                                            ::testing::Values(1, 2, 3, 4, 7)),
+                         Name);
+INSTANTIATE_TEST_SUITE_P(GlooInProcessStore, CommThreads,
+                         ::testing::Combine(::testing::Values(Backend{"gloo", "local"}), ::testing::Values(3)),
                          Name);
 
 }  // namespace

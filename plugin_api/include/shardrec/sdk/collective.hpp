@@ -243,6 +243,90 @@ inline Collective ParseCollective(CollectiveOp op, const sr_collective_args* a, 
   return c;
 }
 
+// Checks that every rank posted the same collective with arguments that fit
+// together: same op and dtype, same reduce op, root and sizes where those
+// must agree, and all_to_all_v counts where what p sends q is what q
+// expects from p. `ops[q]` is rank q's collective (buffers not needed);
+// `g` maps ranks to the job's for messages; `seq` numbers the collective.
+// Every rank that runs it over the same `ops` throws the same error.
+inline void CheckAgreement(const std::vector<const Collective*>& ops, const std::vector<int>& g, int64_t seq) {
+  const int n = static_cast<int>(ops.size());
+  const Collective& c0 = *ops[0];
+  auto fail = [&](const std::string& m) {
+    throw InvalidArgument(std::string(CollectiveName(c0.op)) + " (collective #" + std::to_string(seq) +
+                               "): " + m);
+  };
+  auto rank = [&](int q) { return "rank " + std::to_string(g[q]); };
+  for (int q = 1; q < n; ++q) {
+    const Collective& c = *ops[q];
+    if (c.op != c0.op) fail(rank(q) + " posted " + CollectiveName(c.op) + " instead");
+    if (c.op == CollectiveOp::kBarrier) continue;
+    if (!SameDType(c.dtype, c0.dtype)) {
+      fail(rank(q) + " uses " + DTypeName(c.dtype) + ", " + rank(0) + " " + DTypeName(c0.dtype));
+    }
+    if ((c.op == CollectiveOp::kAllReduce || c.op == CollectiveOp::kReduceScatterV) && c.reduce_op != c0.reduce_op) {
+      fail(rank(q) + " reduces with " + ReduceOpName(c.reduce_op) + ", " + rank(0) + " with " +
+           ReduceOpName(c0.reduce_op));
+    }
+    if ((c.op == CollectiveOp::kReduceScatterV || c.op == CollectiveOp::kAllGatherV) &&
+        c.recv_counts != c0.recv_counts) {
+      for (int p = 0; p < n; ++p) {
+        if (c.recv_counts[p] != c0.recv_counts[p]) {
+          fail(rank(q) + " has recv_counts[" + std::to_string(p) + "] = " + std::to_string(c.recv_counts[p]) + ", " +
+               rank(0) + " has " + std::to_string(c0.recv_counts[p]));
+        }
+      }
+    }
+    if (c.op == CollectiveOp::kAllReduce && c.recv_numel != c0.recv_numel) {
+      fail(rank(q) + " reduces " + std::to_string(c.recv_numel) + " elements, " + rank(0) + " " +
+           std::to_string(c0.recv_numel));
+    }
+    if (c.op == CollectiveOp::kBroadcast) {
+      if (c.root != c0.root) fail(rank(q) + " names root " + std::to_string(c.root) + ", " + rank(0) + " " + std::to_string(c0.root));
+      if (c.recv_numel != c0.recv_numel) {
+        fail(rank(q) + " has " + std::to_string(c.recv_numel) + " elements, " + rank(0) + " " +
+             std::to_string(c0.recv_numel));
+      }
+    }
+  }
+  if (c0.op == CollectiveOp::kAllToAllV) {
+    for (int p = 0; p < n; ++p) {
+      for (int q = 0; q < n; ++q) {
+        const int64_t sent = ops[p]->send_counts[q], expected = ops[q]->recv_counts[p];
+        if (sent != expected) {
+          fail(rank(p) + " sends " + std::to_string(sent) + " elements to " + rank(q) + ", which expects " +
+               std::to_string(expected));
+        }
+      }
+    }
+  }
+}
+
+
+// The arguments of a collective as int64s, for backends whose ranks cannot
+// see each other's memory: exchanged (all-gathered) before the collective,
+// they let CheckAgreement run on every rank. 6 + 2 * world values.
+inline std::vector<int64_t> EncodeArguments(const Collective& c, int world) {
+  std::vector<int64_t> v = {static_cast<int64_t>(c.op), c.dtype.code, c.dtype.bits, c.reduce_op, c.root,
+                            c.op == CollectiveOp::kAllReduce || c.op == CollectiveOp::kBroadcast ? c.recv_numel : 0};
+  v.resize(6 + 2 * static_cast<size_t>(world), 0);
+  for (int q = 0; q < world && !c.send_counts.empty(); ++q) v[6 + q] = c.send_counts[q];
+  for (int q = 0; q < world && !c.recv_counts.empty(); ++q) v[6 + world + q] = c.recv_counts[q];
+  return v;
+}
+
+inline Collective DecodeArguments(const int64_t* v, int world) {
+  Collective c;
+  c.op = static_cast<CollectiveOp>(v[0]);
+  c.dtype = DLDataType{static_cast<uint8_t>(v[1]), static_cast<uint8_t>(v[2]), 1};
+  c.reduce_op = static_cast<int32_t>(v[3]);
+  c.root = static_cast<int32_t>(v[4]);
+  c.recv_numel = v[5];
+  c.send_counts.assign(v + 6, v + 6 + world);
+  c.recv_counts.assign(v + 6 + world, v + 6 + 2 * world);
+  return c;
+}
+
 // ---------------------------------------------------------------------------
 // Reductions. Narrow floats are widened to float32, combined, and rounded
 // once to nearest-even, so a k-way reduction of float16 inputs equals the

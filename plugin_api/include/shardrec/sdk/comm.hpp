@@ -45,7 +45,7 @@ inline void CheckCreateArgs(const sr_comm_create_args& a) {
 
 // The host's store when it gave one (ABI >= 1.1), else an invalid KvStore.
 inline KvStore StoreOf(const sr_comm_create_args& a) {
-  return SR_HAS_FIELD(&a, sr_comm_create_args, store) ? KvStore(a.store) : KvStore();
+  return a.struct_size >= SR_STRUCT_SIZE(sr_comm_create_args, store) ? KvStore(a.store) : KvStore();
 }
 
 namespace detail {

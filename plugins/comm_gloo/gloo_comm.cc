@@ -1,0 +1,344 @@
+// The `gloo` comm backend: processes and hosts over TCP with Debian's Gloo
+// 0.5. Ranks meet through the host's rendezvous store (host_store.h); each
+// collective maps onto one Gloo algorithm:
+//   all_to_all_v      gloo::alltoallv, on bytes
+//   all_gather_v      gloo::allgatherv, on bytes
+//   all_reduce        gloo::allreduce (ring, or bcube with algorithm=bcube)
+//                     with shardrec's reductions (float16/bfloat16 included)
+//   reduce_scatter_v  gloo::alltoallv of each rank's slices, then a local
+//                     reduction in rank order (Gloo 0.5 has no options-API
+//                     reduce-scatter; this moves the same bytes as a ring
+//                     and is deterministic)
+//   broadcast         gloo::broadcast;  barrier  gloo::barrier
+// Collectives run in order on the communicator's worker thread, each with
+// its own tag. When one fails or times out, the heartbeats in the store
+// (sdk::PeerMonitor) say which rank exited or stalled.
+//
+// Options (--plugin-opt comm.gloo.KEY=VALUE):
+//   hostname    address to bind and advertise (default: 127.0.0.1 when every
+//               rank is on one host, else this host's name)
+//   iface       network interface to bind instead (e.g. eth0)
+//   algorithm   all_reduce algorithm: ring (default) or bcube
+//   check_args  exchange every collective's arguments first and fail on
+//               ranks that disagree (counts, dtypes, ops); costs one small
+//               all-gather per collective (default false)
+#include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "host_store.h"
+#include "shardrec/sdk/comm.hpp"
+
+namespace shardrec::gloo_comm {
+namespace {
+
+using sdk::Collective;
+using sdk::CollectiveOp;
+
+struct Settings {
+  std::string hostname, iface, algorithm = "ring";
+  bool check_args = false;
+};
+
+// What a communicator and every communicator split from it share.
+struct Shared {
+  sdk::KvStore store;
+  std::shared_ptr<::gloo::transport::Device> device;
+  Settings settings;
+  int64_t timeout_ms = 0;
+};
+
+class GlooComm {
+ public:
+  explicit GlooComm(const sr_comm_create_args& a) {
+    auto shared = std::make_shared<Shared>();
+    sdk::Options options(a.options, "comm gloo");
+    const bool one_host = a.local_world_size == a.world_size;
+    shared->settings.iface = options.GetString("iface", "");
+    shared->settings.hostname = options.GetString("hostname", one_host && shared->settings.iface.empty() ? "127.0.0.1" : "");
+    shared->settings.algorithm = options.GetString("algorithm", "ring");
+    shared->settings.check_args = options.GetBool("check_args", false);
+    options.Finish();
+    if (shared->settings.algorithm != "ring" && shared->settings.algorithm != "bcube") {
+      throw sdk::InvalidArgument("comm gloo: algorithm must be ring or bcube, got '" + shared->settings.algorithm + "'");
+    }
+    shared->store = sdk::StoreOf(a);
+    if (!shared->store.valid()) {
+      throw sdk::Error(SR_FAILED_PRECONDITION,
+                       "comm gloo needs the host's rendezvous store (a host with plugin ABI 1.1 or newer)");
+    }
+    shared->timeout_ms = a.timeout_ms;
+    ::gloo::transport::tcp::attr attr;
+    attr.hostname = shared->settings.hostname;
+    attr.iface = shared->settings.iface;
+    try {
+      shared->device = ::gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception& e) {
+      throw sdk::Error(SR_UNAVAILABLE, std::string("comm gloo: cannot open a TCP device on '") +
+                                           (attr.iface.empty() ? attr.hostname : attr.iface) + "': " + e.what());
+    }
+    std::vector<int> globals(a.world_size);
+    for (int r = 0; r < a.world_size; ++r) globals[r] = r;
+    Init(std::move(shared), "gloo/world", a.rank, std::move(globals));
+  }
+
+  GlooComm(std::shared_ptr<Shared> shared, std::string scope, int rank, std::vector<int> global_ranks) {
+    Init(std::move(shared), std::move(scope), rank, std::move(global_ranks));
+  }
+
+  ~GlooComm() {
+    worker_.reset();  // the running collective ends (or times out) first
+    monitor_.reset();
+  }
+
+  int rank() const { return rank_; }
+  int world_size() const { return static_cast<int>(global_ranks_.size()); }
+  DLDeviceType device_type() const { return kDLCPU; }
+
+  std::shared_ptr<sdk::Request> Post(Collective c) {
+    const int64_t seq = ++posted_;
+    const std::string what = std::string(sdk::CollectiveName(c.op)) + " (collective #" + std::to_string(seq) + ")";
+    return worker_->Submit(
+        what, [this, seq, c = std::move(c)] { Run(seq, c); }, [this, seq] { return monitor_->Diagnose(seq); },
+        shared_->timeout_ms);
+  }
+
+  std::unique_ptr<GlooComm> Split(int32_t color, int32_t key) {
+    const int64_t seq = ++posted_;
+    const int64_t split_index = ++splits_;
+    auto result = std::make_shared<std::unique_ptr<GlooComm>>();
+    auto job = worker_->Submit(
+        "split (collective #" + std::to_string(seq) + ")",
+        [this, seq, split_index, color, key, result] {
+          std::vector<int64_t> mine = {color, key}, all(2 * world_size());
+          Guarded(seq, [&] {
+            ::gloo::AllgatherOptions o(context_);
+            o.setInput(mine.data(), 2);
+            o.setOutput(all.data(), all.size());
+            o.setTag(Tag(seq));
+            ::gloo::allgather(o);
+          });
+          std::vector<std::pair<int64_t, int>> members;  // (key, rank), as MPI_Comm_split orders them
+          for (int q = 0; q < world_size(); ++q) {
+            if (all[2 * q] == color) members.emplace_back(all[2 * q + 1], q);
+          }
+          std::sort(members.begin(), members.end());
+          std::vector<int> globals;
+          int sub_rank = 0;
+          for (size_t i = 0; i < members.size(); ++i) {
+            if (members[i].second == rank_) sub_rank = static_cast<int>(i);
+            globals.push_back(global_ranks_[members[i].second]);
+          }
+          *result = std::make_unique<GlooComm>(
+              shared_, scope_ + "/split" + std::to_string(split_index) + "/color" + std::to_string(color), sub_rank,
+              std::move(globals));
+        },
+        [this, seq] { return monitor_->Diagnose(seq); }, shared_->timeout_ms);
+    job->Wait(2 * shared_->timeout_ms);  // the peers' split, then the new mesh
+    return std::move(*result);
+  }
+
+ private:
+  void Init(std::shared_ptr<Shared> shared, std::string scope, int rank, std::vector<int> global_ranks) {
+    shared_ = std::move(shared);
+    scope_ = std::move(scope);
+    rank_ = rank;
+    global_ranks_ = std::move(global_ranks);
+    monitor_ = std::make_unique<sdk::PeerMonitor>(shared_->store, scope_, rank_, global_ranks_, shared_->timeout_ms);
+    HostStore store(shared_->store, scope_ + "/mesh", shared_->timeout_ms);
+    context_ = std::make_shared<::gloo::rendezvous::Context>(rank_, world_size());
+    context_->setTimeout(std::chrono::milliseconds(shared_->timeout_ms));
+    try {
+      context_->connectFullMesh(store, shared_->device);
+    } catch (const sdk::Error& e) {
+      throw sdk::Error(e.code(), "comm gloo: rank " + std::to_string(global_ranks_[rank_]) +
+                                     " could not meet its peers: " + e.what() + Waiting(0));
+    } catch (const std::exception& e) {
+      throw sdk::Error(SR_UNAVAILABLE, "comm gloo: rank " + std::to_string(global_ranks_[rank_]) +
+                                           " could not connect to its peers: " + e.what() + Waiting(0));
+    }
+    worker_ = std::make_unique<sdk::OrderedWorker>();
+  }
+
+  // The heartbeat diagnosis, as a suffix for an error message.
+  std::string Waiting(int64_t seq) const {
+    const std::string why = monitor_->Diagnose(seq);
+    return why.empty() ? "" : " [" + why + "]";
+  }
+
+  // Gloo tags must differ between operations in flight; the collective's
+  // number does (it wraps after 4 billion, long after any op finished).
+  static uint32_t Tag(int64_t seq) { return static_cast<uint32_t>(seq); }
+
+  // Runs a Gloo call; a Gloo failure becomes an error that names the rank
+  // the heartbeats blame.
+  template <class F>
+  void Guarded(int64_t seq, F&& f) {
+    try {
+      f();
+    } catch (const sdk::Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      const std::string msg = e.what();
+      const bool timed_out = msg.find("imed out") != std::string::npos;
+      throw sdk::Error(timed_out ? SR_DEADLINE_EXCEEDED : SR_UNAVAILABLE, "gloo: " + msg + Waiting(seq));
+    }
+  }
+
+  void CheckArguments(int64_t seq, const Collective& c) {
+    const int n = world_size();
+    std::vector<int64_t> mine = sdk::EncodeArguments(c, n), all(mine.size() * n);
+    Guarded(seq, [&] {
+      ::gloo::AllgatherOptions o(context_);
+      o.setInput(mine.data(), mine.size());
+      o.setOutput(all.data(), all.size());
+      o.setTag(Tag(seq) ^ 0x80000000u);  // its own tag, beside the collective's
+      ::gloo::allgather(o);
+    });
+    std::vector<Collective> decoded;
+    for (int q = 0; q < n; ++q) decoded.push_back(sdk::DecodeArguments(all.data() + q * mine.size(), n));
+    std::vector<const Collective*> ops;
+    for (const Collective& d : decoded) ops.push_back(&d);
+    sdk::CheckAgreement(ops, global_ranks_, seq);
+  }
+
+  void Run(int64_t seq, const Collective& c) {
+    monitor_->Started(seq);
+    if (shared_->settings.check_args) CheckArguments(seq, c);
+    const auto timeout = std::chrono::milliseconds(shared_->timeout_ms);
+    const int n = world_size();
+    auto bytes = [&](const std::vector<int64_t>& counts) {
+      std::vector<int64_t> b(counts.size());
+      for (size_t i = 0; i < counts.size(); ++i) b[i] = static_cast<int64_t>(c.Bytes(counts[i]));
+      return b;
+    };
+    // Gloo wants a pointer even for an empty buffer.
+    uint8_t dummy = 0;
+    auto in = [&](const char* p) { return p ? reinterpret_cast<uint8_t*>(const_cast<char*>(p)) : &dummy; };
+    Guarded(seq, [&] {
+      switch (c.op) {
+        case CollectiveOp::kAllToAllV: {
+          ::gloo::AlltoallvOptions o(context_);
+          o.setInput(in(c.send), bytes(c.send_counts));
+          o.setOutput(in(c.recv), bytes(c.recv_counts));
+          o.setTag(Tag(seq));
+          o.setTimeout(timeout);
+          ::gloo::alltoallv(o);
+          break;
+        }
+        case CollectiveOp::kAllGatherV: {
+          ::gloo::AllgathervOptions o(context_);
+          std::vector<size_t> out(n);
+          for (int q = 0; q < n; ++q) out[q] = c.Bytes(c.recv_counts[q]);
+          o.setInput(in(c.send), out[rank_]);
+          o.setOutput(in(c.recv), out);
+          o.setTag(Tag(seq));
+          o.setTimeout(timeout);
+          ::gloo::allgatherv(o);
+          break;
+        }
+        case CollectiveOp::kAllReduce: {
+          if (c.recv_numel == 0) break;
+          if (c.send != c.recv) std::memcpy(c.recv, c.send, c.Bytes(c.recv_numel));
+          ::gloo::AllreduceOptions o(context_);
+          SetTyped(o, c);
+          const DLDataType dtype = c.dtype;
+          const int32_t op = c.reduce_op;
+          o.setReduceFunction([dtype, op](void* out, const void* a, const void* b, size_t count) {
+            const void* srcs[2] = {a, b};
+            sdk::ReduceMany(dtype, op, out, srcs, 2, static_cast<int64_t>(count));
+          });
+          o.setAlgorithm(shared_->settings.algorithm == "bcube" ? ::gloo::AllreduceOptions::Algorithm::BCUBE
+                                                                : ::gloo::AllreduceOptions::Algorithm::RING);
+          o.setTag(Tag(seq));
+          o.setTimeout(timeout);
+          ::gloo::allreduce(o);
+          break;
+        }
+        case CollectiveOp::kReduceScatterV: {
+          // Slice q of every rank's send goes to rank q; rank q then reduces
+          // the n slices it got, in rank order.
+          const int64_t mine = c.recv_counts[rank_];
+          std::vector<char> gathered(c.Bytes(mine * n));
+          ::gloo::AlltoallvOptions o(context_);
+          o.setInput(in(c.send), bytes(c.recv_counts));
+          o.setOutput(in(gathered.data()), std::vector<int64_t>(n, static_cast<int64_t>(c.Bytes(mine))));
+          o.setTag(Tag(seq));
+          o.setTimeout(timeout);
+          ::gloo::alltoallv(o);
+          std::vector<const void*> srcs(n);
+          for (int q = 0; q < n; ++q) srcs[q] = gathered.data() + c.Bytes(mine * q);
+          sdk::ReduceMany(c.dtype, c.reduce_op, c.recv, srcs.data(), n, mine);
+          break;
+        }
+        case CollectiveOp::kBroadcast: {
+          ::gloo::BroadcastOptions o(context_);
+          o.setOutput(in(c.recv), c.Bytes(c.recv_numel));
+          o.setRoot(c.root);
+          o.setTag(Tag(seq));
+          o.setTimeout(timeout);
+          ::gloo::broadcast(o);
+          break;
+        }
+        case CollectiveOp::kBarrier: {
+          ::gloo::BarrierOptions o(context_);
+          o.setTag(Tag(seq));
+          o.setTimeout(timeout);
+          ::gloo::barrier(o);
+          break;
+        }
+      }
+    });
+  }
+
+  // Gloo's allreduce sizes its pieces by the element type: give it an
+  // unsigned type as wide as the real one (the reduction knows the dtype).
+  static void SetTyped(::gloo::AllreduceOptions& o, const Collective& c) {
+    const size_t n = static_cast<size_t>(c.recv_numel);
+    switch (c.elem_size) {
+      case 2: o.setOutput(reinterpret_cast<uint16_t*>(c.recv), n); break;
+      case 4: o.setOutput(reinterpret_cast<uint32_t*>(c.recv), n); break;
+      case 8: o.setOutput(reinterpret_cast<uint64_t*>(c.recv), n); break;
+      default: throw sdk::InvalidArgument("all_reduce: unsupported element size " + std::to_string(c.elem_size));
+    }
+  }
+
+  std::shared_ptr<Shared> shared_;
+  std::string scope_;
+  int rank_ = 0;
+  std::vector<int> global_ranks_;
+  std::shared_ptr<::gloo::rendezvous::Context> context_;
+  std::unique_ptr<sdk::PeerMonitor> monitor_;
+  int64_t posted_ = 0, splits_ = 0;
+  std::unique_ptr<sdk::OrderedWorker> worker_;
+};
+
+const char* const kOptionNames[] = {"hostname", "iface", "algorithm", "check_args"};
+const sr_named_value kAttributes[] = {
+    sdk::StringAttr("transport", "TCP (Gloo 0.5)"),
+    sdk::StringAttr("rendezvous", "file:DIR, redis:HOST:PORT or local:NAME (through the host's store)"),
+    sdk::StringListAttr("reduce_dtypes", sdk::kReducibleDTypeNames, std::size(sdk::kReducibleDTypeNames)),
+    sdk::StringListAttr("options", kOptionNames, std::size(kOptionNames)),
+};
+
+const sr_component kComponents[] = {
+    sdk::Component(SR_KIND_COMM, "gloo", "1.0", "processes and hosts over TCP with Gloo 0.5",
+                   &sdk::CommVtable<GlooComm>(), sdk::List(kAttributes), 5),
+};
+
+}  // namespace
+}  // namespace shardrec::gloo_comm
+
+SHARDREC_DEFINE_PLUGIN("gloo", "1.0", shardrec::gloo_comm::kComponents)
