@@ -159,7 +159,7 @@ class GlooComm {
     monitor_ = std::make_unique<sdk::PeerMonitor>(shared_->store, scope_, rank_, global_ranks_, shared_->timeout_ms);
     HostStore store(shared_->store, scope_ + "/mesh", shared_->timeout_ms);
     context_ = std::make_shared<::gloo::rendezvous::Context>(rank_, world_size());
-    context_->setTimeout(std::chrono::milliseconds(shared_->timeout_ms));
+    context_->setTimeout(OpTimeout());
     try {
       context_->connectFullMesh(store, shared_->device);
     } catch (const sdk::Error& e) {
@@ -170,6 +170,14 @@ class GlooComm {
                                            " could not connect to its peers: " + e.what() + Waiting(0));
     }
     worker_ = std::make_unique<sdk::OrderedWorker>();
+  }
+
+  // Gloo's own timeout leaves room for the heartbeat diagnosis and a margin,
+  // so the error naming a stalled peer arrives before the caller's wait
+  // (with the same timeout) gives up.
+  std::chrono::milliseconds OpTimeout() const {
+    const int64_t t = shared_->timeout_ms;
+    return std::chrono::milliseconds(std::max<int64_t>(1, t - monitor_->diagnose_ms() - std::max<int64_t>(100, t / 20)));
   }
 
   // The heartbeat diagnosis, as a suffix for an error message.
@@ -217,7 +225,7 @@ class GlooComm {
   void Run(int64_t seq, const Collective& c) {
     monitor_->Started(seq);
     if (shared_->settings.check_args) CheckArguments(seq, c);
-    const auto timeout = std::chrono::milliseconds(shared_->timeout_ms);
+    const auto timeout = OpTimeout();
     const int n = world_size();
     auto bytes = [&](const std::vector<int64_t>& counts) {
       std::vector<int64_t> b(counts.size());

@@ -98,6 +98,11 @@ class PeerMonitor {
     }
   }
 
+  // How long Diagnose() takes: a backend whose transport times out on its
+  // own should give it this much less, so the whole report still arrives
+  // within the user's timeout.
+  int64_t diagnose_ms() const { return interval_ms_ * 2 + 20; }
+
   // This rank has started its collective number `seq` (1-based).
   void Started(int64_t seq) { started_.store(seq, std::memory_order_relaxed); }
 
@@ -109,7 +114,7 @@ class PeerMonitor {
     std::vector<std::optional<Heartbeat>> first(world), second(world);
     try {
       for (int p = 0; p < world; ++p) first[p] = Read(p);
-      std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms_ * 2 + 20));
+      std::this_thread::sleep_for(std::chrono::milliseconds(diagnose_ms()));
       for (int p = 0; p < world; ++p) second[p] = Read(p);
     } catch (const std::exception& e) {
       return std::string("cannot read peers' heartbeats: ") + e.what();
