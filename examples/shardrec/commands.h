@@ -13,5 +13,8 @@ int RunPluginsCheck(const std::vector<std::string>& args);  // plugins check
 int RunBenchAbi(const std::vector<std::string>& args);      // bench abi
 int RunBenchKernel(const std::vector<std::string>& args);   // bench kernel
 int RunEmbed(const std::vector<std::string>& args);         // embed
+int RunLaunch(const std::vector<std::string>& args);        // launch
+int RunCommCheck(const std::vector<std::string>& args);     // comm check
+int RunBenchComm(const std::vector<std::string>& args);     // bench comm
 
 }  // namespace shardrec::cli

@@ -27,6 +27,11 @@ const std::vector<Command>& Commands() {
        &RunBenchAbi},
       {"bench kernel", "kernel forward/backward speed vs a row-gather probe of the same table",
        &RunBenchKernel},
+      {"bench comm", "a comm backend's bandwidth and latency vs Gloo called directly / a memcpy probe",
+       &RunBenchComm},
+      {"comm check", "every collective of a comm backend against locally computed results",
+       &RunCommCheck},
+      {"launch", "run a command as this host's ranks of a job (torchrun-style variables)", &RunLaunch},
   };
   return commands;
 }

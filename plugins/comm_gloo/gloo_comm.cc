@@ -32,6 +32,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -332,6 +334,19 @@ class GlooComm {
   int64_t posted_ = 0, splits_ = 0;
   std::unique_ptr<sdk::OrderedWorker> worker_;
 };
+
+// Gloo writes to sockets without MSG_NOSIGNAL in places, so a peer that
+// died would kill this process with SIGPIPE instead of failing the
+// collective with a message (Python, Gloo's usual host, ignores SIGPIPE).
+// Left alone when the host installed its own handler.
+void IgnoreSigpipe(const sr_host_api*) {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    ::signal(SIGPIPE, SIG_IGN);
+    sdk::Log(SR_LOG_DEBUG, "comm gloo", "SIGPIPE is now ignored: a closed peer socket fails the collective instead");
+  }
+}
+const bool kSigpipeHook = sdk::OnInitialize(&IgnoreSigpipe);
 
 const char* const kOptionNames[] = {"hostname", "iface", "algorithm", "check_args"};
 const sr_named_value kAttributes[] = {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,11 +35,17 @@ std::string WorldName(const sr_comm_create_args& a) {
 }
 
 // Every rank checks the same published arguments, so every rank reports
-// the same error.
-void CheckAgreement(LocalWorld& w, const std::vector<int>& global_ranks, int64_t seq) {
+// the same error. Returns it rather than throwing: a rank must not leave
+// (and free its arguments) while peers still read them.
+std::optional<sdk::Error> Disagreement(LocalWorld& w, const std::vector<int>& global_ranks, int64_t seq) {
   std::vector<const Collective*> ops(w.size());
   for (int q = 0; q < w.size(); ++q) ops[q] = w.slot(q).op;
-  sdk::CheckAgreement(ops, global_ranks, seq);
+  try {
+    sdk::CheckAgreement(ops, global_ranks, seq);
+  } catch (const sdk::Error& e) {
+    return e;
+  }
+  return std::nullopt;
 }
 
 class LocalComm {
@@ -83,7 +90,10 @@ class LocalComm {
           mine.color = color;
           mine.key = key;
           Phase(seq, 0, "split");
-          CheckAgreement(*world_, global_ranks_, seq);
+          if (auto e = Disagreement(*world_, global_ranks_, seq)) {
+            Phase(seq, 2, "split");
+            throw *e;
+          }
           // Members of this color, ordered by (key, rank), as MPI_Comm_split.
           std::vector<std::pair<int32_t, int>> members;
           for (int q = 0; q < world_size(); ++q) {
@@ -116,7 +126,10 @@ class LocalComm {
     const char* what = sdk::CollectiveName(c.op);
     world_->slot(rank_).op = &c;
     Phase(seq, 0, what);  // every rank's arguments are visible
-    CheckAgreement(*world_, global_ranks_, seq);
+    if (auto e = Disagreement(*world_, global_ranks_, seq)) {
+      Phase(seq, 2, what);  // peers are done reading this rank's arguments
+      throw *e;
+    }
     const int n = world_size();
     auto peer = [&](int q) -> const Collective& { return *world_->slot(q).op; };
     switch (c.op) {

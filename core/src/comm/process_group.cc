@@ -26,6 +26,11 @@ Status CheckCounts(const std::vector<int64_t>& counts, int world_size, const cha
 }  // namespace
 
 StatusOr<ProcessGroup> ProcessGroup::Create(const PluginRegistry& registry, const ProcessGroupConfig& config) {
+  SR_ASSIGN_OR_RETURN(ComponentRef ref, registry.Find(SR_KIND_COMM, config.comm));
+  return Create(ref, config);
+}
+
+StatusOr<ProcessGroup> ProcessGroup::Create(const ComponentRef& ref, const ProcessGroupConfig& config) {
   const RankPlacement& p = config.placement;
   if (p.world_size < 1 || p.rank < 0 || p.rank >= p.world_size) {
     return InvalidArgumentError("rank " + std::to_string(p.rank) + " is outside a world of " +
@@ -40,7 +45,6 @@ StatusOr<ProcessGroup> ProcessGroup::Create(const PluginRegistry& registry, cons
                                 "with the same number of ranks on every host");
   }
   if (config.timeout_ms <= 0) return InvalidArgumentError("comm timeout must be positive");
-  SR_ASSIGN_OR_RETURN(ComponentRef ref, registry.Find(SR_KIND_COMM, config.comm));
   SR_ASSIGN_OR_RETURN(std::unique_ptr<KvStore> opened,
                       OpenKvStore(config.rendezvous, config.prefix, config.timeout_ms));
   std::shared_ptr<KvStore> store(std::move(opened));
@@ -57,7 +61,7 @@ StatusOr<ProcessGroup> ProcessGroup::Create(const PluginRegistry& registry, cons
   a.options = config.options.view();
   a.store = store->abi();
   SR_ASSIGN_OR_RETURN(Communicator comm, Communicator::Create(ref, a));
-  return ProcessGroup(std::move(store), std::move(comm), p, config.timeout_ms, config.comm);
+  return ProcessGroup(std::move(store), std::move(comm), p, config.timeout_ms, ref.name());
 }
 
 Status ProcessGroup::Finish(StatusOr<CommRequest> request) const {

@@ -497,9 +497,4 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
   }
 }
 
-void CheckComm(const ComponentRef& /*ref*/, const OptionList& /*options*/, Recorder& rec) {
-  rec.Skip("collectives", "behavioural checks for comm backends arrive with the comm issue; "
-                          "the vtable was validated at load");
-}
-
 }  // namespace shardrec::conformance

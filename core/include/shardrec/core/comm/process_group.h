@@ -49,6 +49,8 @@ class ProcessGroup {
   // Opens the rendezvous store and joins the job: blocks until every rank
   // joined or timeout_ms passed (then the error names the missing ranks).
   static StatusOr<ProcessGroup> Create(const PluginRegistry& registry, const ProcessGroupConfig& config);
+  // The same with the component given (config.comm only names it).
+  static StatusOr<ProcessGroup> Create(const ComponentRef& comm, const ProcessGroupConfig& config);
 
   int rank() const { return placement_.rank; }
   int world_size() const { return placement_.world_size; }
@@ -59,6 +61,8 @@ class ProcessGroup {
   bool IsLeader(int leader_rank = 0) const { return rank() == leader_rank; }
   int64_t timeout_ms() const { return timeout_ms_; }
   const Communicator& communicator() const { return comm_; }
+  // The rendezvous store the group met through (shared with its sub-groups).
+  KvStore& store() const { return *store_; }
   const std::string& backend() const { return backend_; }
 
   // Collectives (see sr_comm_vtable for each one's contract).

@@ -1,0 +1,109 @@
+// Where a multi-rank command's ranks run (see comm_job.h).
+#include "comm_job.h"
+
+#include <algorithm>
+#include <iostream>
+#include <thread>
+
+#include "shardrec/core/launch/dist_env.h"
+#include "standalone.h"
+
+namespace shardrec::cli {
+
+void AddCommOptions(po::options_description& desc, CommFlags* f) {
+  desc.add_options()
+      ("comm", po::value(&f->comm)->default_value(f->comm),
+       "comm backend: local (ranks as threads of this process), gloo (processes and hosts over TCP), nccl (GPUs)")
+      ("world-size", po::value(&f->world_size)->default_value(0),
+       "ranks to run when no launcher started this process (0: 1, or the launcher's)")
+      ("rdzv", po::value(&f->rdzv),
+       "where ranks meet: file:DIR or redis:HOST:PORT (default: SHARDREC_RDZV, set by shardrec launch)")
+      ("run-id", po::value(&f->run_id),
+       "the job's namespace in the rendezvous (default: SHARDREC_RUN_ID, set by shardrec launch)")
+      ("timeout-ms", po::value(&f->timeout_ms)->default_value(f->timeout_ms),
+       "how long a rank waits for its peers (joining, and each collective) before it fails naming them");
+}
+
+namespace {
+
+int RunGroup(const HostSession& session, const ProcessGroupConfig& config, const RankBody& body) {
+  auto group = ProcessGroup::Create(session.registry, config);
+  if (!group.ok()) {
+    std::cerr << "rank " << config.placement.rank << ": cannot join the job: " << group.status().message() << "\n";
+    return kExitFailure;
+  }
+  return body(group.value());
+}
+
+}  // namespace
+
+int RunOnRanks(const std::string& command_words, const std::vector<std::string>& args, const CommFlags& flags,
+               const HostSession& session, const RankBody& body) {
+  const std::string me = "shardrec " + command_words + ": ";
+  if (flags.timeout_ms <= 0 || flags.world_size < 0) {
+    std::cerr << me << "--timeout-ms must be positive and --world-size non-negative\n";
+    return kExitUsage;
+  }
+  auto env = ReadDistEnv();
+  if (!env.ok()) {
+    std::cerr << me << env.status().message() << "\n";
+    return kExitUsage;
+  }
+  ProcessGroupConfig config;
+  config.comm = flags.comm;
+  config.options = session.plugin_options.For("comm", flags.comm);
+  config.timeout_ms = flags.timeout_ms;
+
+  if (!env->launched()) {
+    const int world = std::max(1, flags.world_size);
+    if (flags.comm == "local") {
+      // Ranks as threads, meeting in this process.
+      config.rendezvous = "local:" + (flags.run_id.empty() ? NewRunId() : flags.run_id);
+      config.prefix = "job";
+      std::vector<int> codes(world, kExitOk);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < world; ++r) {
+        threads.emplace_back([&, r] {
+          ProcessGroupConfig c = config;
+          c.placement = {r, world, r, world};
+          codes[r] = RunGroup(session, c, body);
+        });
+      }
+      for (auto& t : threads) t.join();
+      return *std::max_element(codes.begin(), codes.end());
+    }
+    if (auto spawned = SpawnStandaloneRanks(command_words, args, world)) return *spawned;
+    // One rank on its own: a private rendezvous.
+    auto dir = TempRendezvousDir::Create();
+    if (!dir.ok()) {
+      std::cerr << me << dir.status().message() << "\n";
+      return kExitFailure;
+    }
+    config.rendezvous = flags.rdzv.empty() ? dir->rdzv() : flags.rdzv;
+    config.prefix = flags.run_id.empty() ? NewRunId() : flags.run_id;
+    return RunGroup(session, config, body);
+  }
+
+  if (flags.world_size != 0 && flags.world_size != env->world_size) {
+    std::cerr << me << "--world-size " << flags.world_size << " disagrees with the launcher's world of "
+              << env->world_size << " (" << env->source << ")\n";
+    return kExitUsage;
+  }
+  if (flags.comm == "local" && env->world_size > 1) {
+    std::cerr << me << "comm local runs ranks as threads of one process; under a launcher use --comm gloo "
+              << "(or nccl)\n";
+    return kExitUsage;
+  }
+  config.rendezvous = !flags.rdzv.empty() ? flags.rdzv : env->rdzv;
+  config.prefix = !flags.run_id.empty() ? flags.run_id : env->run_id;
+  if (config.rendezvous.empty()) {
+    std::cerr << me << "no rendezvous: pass --rdzv file:DIR|redis:HOST:PORT or set SHARDREC_RDZV "
+              << "(shardrec launch sets it; under " << env->source << " set it yourself)\n";
+    return kExitUsage;
+  }
+  if (config.prefix.empty()) config.prefix = "shardrec";
+  config.placement = {env->rank, env->world_size, env->local_rank, env->local_world_size};
+  return RunGroup(session, config, body);
+}
+
+}  // namespace shardrec::cli
