@@ -279,17 +279,25 @@ class GlooComm {
         }
         case CollectiveOp::kReduceScatterV: {
           // Slice q of every rank's send goes to rank q; rank q then reduces
-          // the n slices it got, in rank order.
+          // the n slices it got, in rank order. Its own slice is read in
+          // place (a zero count to itself), and the landing buffer is kept
+          // between calls: no allocation, no page faults, no self copy.
           const int64_t mine = c.recv_counts[rank_];
-          std::vector<char> gathered(c.Bytes(mine * n));
+          const size_t slice = c.Bytes(mine);
+          if (scratch_.size() < slice * n) scratch_.resize(slice * n);
+          std::vector<int64_t> send_bytes = bytes(c.recv_counts), recv_bytes(n, static_cast<int64_t>(slice));
+          send_bytes[rank_] = recv_bytes[rank_] = 0;
           ::gloo::AlltoallvOptions o(context_);
-          o.setInput(in(c.send), bytes(c.recv_counts));
-          o.setOutput(in(gathered.data()), std::vector<int64_t>(n, static_cast<int64_t>(c.Bytes(mine))));
+          o.setInput(in(c.send), send_bytes);
+          o.setOutput(in(scratch_.data()), recv_bytes);
           o.setTag(Tag(seq));
           o.setTimeout(timeout);
           ::gloo::alltoallv(o);
           std::vector<const void*> srcs(n);
-          for (int q = 0; q < n; ++q) srcs[q] = gathered.data() + c.Bytes(mine * q);
+          for (int q = 0; q < n; ++q) {
+            srcs[q] = q == rank_ ? static_cast<const void*>(c.send + c.Bytes(c.recv_displs[rank_]))
+                                 : static_cast<const void*>(scratch_.data() + slice * q);
+          }
           sdk::ReduceMany(c.dtype, c.reduce_op, c.recv, srcs.data(), n, mine);
           break;
         }
@@ -332,6 +340,17 @@ class GlooComm {
   std::shared_ptr<::gloo::rendezvous::Context> context_;
   std::unique_ptr<sdk::PeerMonitor> monitor_;
   int64_t posted_ = 0, splits_ = 0;
+  // Where reduce_scatter_v lands peers' slices; used by the worker only.
+  struct Scratch {
+    std::unique_ptr<char[]> data_;
+    size_t size_ = 0;
+    size_t size() const { return size_; }
+    char* data() { return data_.get(); }
+    void resize(size_t n) {
+      data_.reset(new char[n]);  // uninitialised: every byte is received before it is read
+      size_ = n;
+    }
+  } scratch_;
   std::unique_ptr<sdk::OrderedWorker> worker_;
 };
 

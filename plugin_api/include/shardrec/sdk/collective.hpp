@@ -348,6 +348,21 @@ void ReduceManyT(int32_t op, T* dst, const void* const* srcs, int k, int64_t n) 
     if (static_cast<const void*>(dst) != s0) std::memmove(dst, s0, sizeof(T) * n);
     return;
   }
+  bool aliased = false;
+  for (int j = 0; j < k; ++j) aliased |= static_cast<const void*>(dst) == srcs[j];
+  if (!aliased && op == SR_REDUCE_SUM) {
+    // The common case in one streaming pass per source, vectorised:
+    // dst = s0 + s1, then dst += s2, ... (still in rank order).
+    const T* __restrict a = s0;
+    const T* __restrict b = static_cast<const T*>(srcs[1]);
+    T* __restrict d = dst;
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(a[i] + b[i]);
+    for (int j = 2; j < k; ++j) {
+      const T* __restrict s = static_cast<const T*>(srcs[j]);
+      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(d[i] + s[i]);
+    }
+    return;
+  }
   // Blocked so that dst may alias one source (each block is read whole
   // before it is written).
   constexpr int64_t kBlock = 1024;
