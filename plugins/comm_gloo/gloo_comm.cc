@@ -279,17 +279,16 @@ class GlooComm {
         }
         case CollectiveOp::kReduceScatterV: {
           // Slice q of every rank's send goes to rank q; rank q then reduces
-          // the n slices it got, in rank order. Its own slice is read in
-          // place (a zero count to itself), and the landing buffer is kept
-          // between calls: no allocation, no page faults, no self copy.
+          // the n slices it got, in rank order. The landing buffer is kept
+          // between calls (no allocation, no page faults). Gloo copies the
+          // own slice too (its alltoallv wants contiguous blocks in rank
+          // order), but the reduction reads it from send, where it is warm.
           const int64_t mine = c.recv_counts[rank_];
           const size_t slice = c.Bytes(mine);
           if (scratch_.size() < slice * n) scratch_.resize(slice * n);
-          std::vector<int64_t> send_bytes = bytes(c.recv_counts), recv_bytes(n, static_cast<int64_t>(slice));
-          send_bytes[rank_] = recv_bytes[rank_] = 0;
           ::gloo::AlltoallvOptions o(context_);
-          o.setInput(in(c.send), send_bytes);
-          o.setOutput(in(scratch_.data()), recv_bytes);
+          o.setInput(in(c.send), bytes(c.recv_counts));
+          o.setOutput(in(scratch_.data()), std::vector<int64_t>(n, static_cast<int64_t>(slice)));
           o.setTag(Tag(seq));
           o.setTimeout(timeout);
           ::gloo::alltoallv(o);
