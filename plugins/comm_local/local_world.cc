@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <map>
+#include <thread>
 
 namespace shardrec::local_comm {
 
@@ -26,7 +27,15 @@ std::string RankList(const std::vector<int>& ranks) {
 }  // namespace
 
 LocalWorld::LocalWorld(std::string name, int size)
-    : name_(std::move(name)), size_(size), joined_(size), left_(size), phase_(size, 0), slots_(size) {}
+    : name_(std::move(name)),
+      size_(size),
+      joined_(size),
+      left_(size),
+      phase_(new std::atomic<int64_t>[size]),
+      spin_(size <= static_cast<int>(std::thread::hardware_concurrency())),
+      slots_(size) {
+  for (int r = 0; r < size; ++r) phase_[r].store(0);
+}
 
 std::shared_ptr<LocalWorld> LocalWorld::Join(const std::string& name, int size, int rank, int64_t timeout_ms) {
   std::shared_ptr<LocalWorld> w;
@@ -80,14 +89,31 @@ void LocalWorld::Leave(int rank) {
 
 void LocalWorld::Arrive(int rank, int64_t phase, int64_t seq, const char* what, int64_t timeout_ms,
                         const std::vector<int>& global_ranks) {
-  std::unique_lock<std::mutex> lock(m_);
-  phase_[rank] = phase;
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    phase_[rank].store(phase, std::memory_order_release);
+  }
   cv_.notify_all();
+  auto everyone_there = [&] {
+    for (int q = 0; q < size_; ++q) {
+      if (phase_[q].load(std::memory_order_acquire) < phase) return false;
+    }
+    return true;
+  };
+  if (spin_) {
+    // Peers on other cores usually arrive within microseconds; a sleep and
+    // wake-up would cost tens of them.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(30);
+    do {
+      if (everyone_there()) return;
+    } while (std::chrono::steady_clock::now() < until);
+  }
+  std::unique_lock<std::mutex> lock(m_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     int behind = -1;
     for (int q = 0; q < size_ && behind < 0; ++q) {
-      if (phase_[q] < phase) behind = q;
+      if (phase_[q].load() < phase) behind = q;
     }
     if (behind < 0) return;
     if (left_[behind]) {
@@ -98,10 +124,10 @@ void LocalWorld::Arrive(int rank, int64_t phase, int64_t seq, const char* what, 
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
       std::vector<int> late;
       for (int q = 0; q < size_; ++q) {
-        if (phase_[q] < phase) late.push_back(global_ranks[q]);
+        if (phase_[q].load() < phase) late.push_back(global_ranks[q]);
       }
       if (late.empty()) return;
-      const int64_t at = phase_[behind] / kPhasesPerCollective;
+      const int64_t at = phase_[behind].load() / kPhasesPerCollective;
       throw sdk::Error(SR_DEADLINE_EXCEEDED,
                        "rank(s) " + RankList(late) + " did not reach collective #" + std::to_string(seq) + " (" +
                            what + ") within " + std::to_string(timeout_ms) + " ms; rank " +
@@ -114,7 +140,7 @@ std::string LocalWorld::DescribeLaggards(int64_t seq, const std::vector<int>& gl
   std::lock_guard<std::mutex> lock(m_);
   std::string out;
   for (int q = 0; q < size_; ++q) {
-    const int64_t at = phase_[q] / kPhasesPerCollective;
+    const int64_t at = phase_[q].load() / kPhasesPerCollective;
     if (at >= seq) continue;
     out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(global_ranks[q]) +
            (left_[q] ? " left the communicator" : " has not posted it") + " (it is at collective #" +

@@ -7,6 +7,7 @@
 // destroyed its communicator is named at once.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -59,7 +60,10 @@ class LocalWorld {
   std::mutex m_;
   std::condition_variable cv_;
   std::vector<bool> joined_, left_;
-  std::vector<int64_t> phase_;
+  // Written under m_ (so waiters never miss a change), read without it by
+  // the spin in Arrive.
+  std::unique_ptr<std::atomic<int64_t>[]> phase_;
+  const bool spin_;  // every rank can have a core: spin briefly before sleeping
   std::vector<Slot> slots_;
 };
 

@@ -6,7 +6,9 @@
 // thread of the communicator, so several may be outstanding while the
 // caller computes; the first failure poisons the worker, and every later
 // collective fails at once with that error instead of waiting for peers
-// that have already moved on.
+// that have already moved on. A caller that waits on the next collective
+// while the worker is idle runs it on its own thread: the usual
+// post-then-wait costs no thread hand-off.
 #ifndef SHARDREC_SDK_COMM_REQUEST_HPP_
 #define SHARDREC_SDK_COMM_REQUEST_HPP_
 
@@ -35,6 +37,8 @@ class Request {
   virtual void Wait(int64_t timeout_ms) = 0;
 };
 
+class OrderedWorker;
+
 // A unit of work run by an OrderedWorker; its outcome is its Request.
 class Job final : public Request {
  public:
@@ -43,11 +47,12 @@ class Job final : public Request {
   // timeout message of Wait(). Called on the waiting thread.
   using Diagnose = std::function<std::string()>;
 
-  Job(std::string what, Body body, Diagnose diagnose, int64_t default_timeout_ms)
+  Job(std::string what, Body body, Diagnose diagnose, int64_t default_timeout_ms, OrderedWorker* owner)
       : what_(std::move(what)),
         body_(std::move(body)),
         diagnose_(std::move(diagnose)),
-        default_timeout_ms_(default_timeout_ms) {}
+        default_timeout_ms_(default_timeout_ms),
+        owner_(owner) {}
 
   bool Test() override {
     std::lock_guard<std::mutex> lock(m_);
@@ -55,21 +60,11 @@ class Job final : public Request {
     return done_;
   }
 
-  void Wait(int64_t timeout_ms) override {
-    if (timeout_ms < 0) timeout_ms = default_timeout_ms_;
-    std::unique_lock<std::mutex> lock(m_);
-    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done_; })) {
-      lock.unlock();
-      std::string why = diagnose_ ? diagnose_() : std::string();
-      throw Error(SR_DEADLINE_EXCEEDED, what_ + " did not complete within " + std::to_string(timeout_ms) +
-                                            " ms" + (why.empty() ? "" : ": " + why));
-    }
-    if (code_ != SR_OK) throw Error(code_, message_);
-  }
+  void Wait(int64_t timeout_ms) override;  // below OrderedWorker
 
   const std::string& what() const { return what_; }
 
-  // Runs the body (on the worker) and records its outcome.
+  // Runs the body and records its outcome.
   void Run() {
     int32_t code = SR_OK;
     std::string message;
@@ -100,6 +95,10 @@ class Job final : public Request {
     cv_.notify_all();
   }
 
+  bool done() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return done_;
+  }
   // The outcome once done: SR_OK or the error code, and its message.
   int32_t code() const {
     std::lock_guard<std::mutex> lock(m_);
@@ -115,6 +114,9 @@ class Job final : public Request {
   Body body_;
   Diagnose diagnose_;
   const int64_t default_timeout_ms_;
+  // Valid while the job is not done: the worker finishes every job before
+  // it goes.
+  OrderedWorker* const owner_;
   mutable std::mutex m_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -141,7 +143,7 @@ class OrderedWorker {
 
   std::shared_ptr<Job> Submit(std::string what, Job::Body body, Job::Diagnose diagnose,
                               int64_t default_timeout_ms) {
-    auto job = std::make_shared<Job>(std::move(what), std::move(body), std::move(diagnose), default_timeout_ms);
+    auto job = std::make_shared<Job>(std::move(what), std::move(body), std::move(diagnose), default_timeout_ms, this);
     {
       std::lock_guard<std::mutex> lock(m_);
       if (!failure_.empty()) {
@@ -155,6 +157,21 @@ class OrderedWorker {
     return job;
   }
 
+  // Runs `job` on the calling thread when it is next in line and the worker
+  // is idle; false (nothing done) otherwise.
+  bool RunHere(const Job* job) {
+    std::shared_ptr<Job> mine;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (busy_ || stopping_ || queue_.empty() || queue_.front().get() != job || !failure_.empty()) return false;
+      mine = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    Execute(*mine);
+    return true;
+  }
+
   // The first failure, or "" while none happened.
   std::string failure() const {
     std::lock_guard<std::mutex> lock(m_);
@@ -162,13 +179,24 @@ class OrderedWorker {
   }
 
  private:
+  void Execute(Job& job) {
+    job.Run();
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      busy_ = false;
+      if (job.code() != SR_OK && failure_.empty()) failure_ = job.message();
+    }
+    cv_.notify_all();  // the worker may have more in line
+  }
+
   void Loop() {
     for (;;) {
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(m_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !busy_); });
         if (stopping_) {
+          cv_.wait(lock, [&] { return !busy_; });  // a caller may be running one
           for (auto& j : queue_) j->Finish(SR_CANCELLED, j->what() + ": cancelled: the communicator was destroyed");
           queue_.clear();
           return;
@@ -180,22 +208,35 @@ class OrderedWorker {
                       job->what() + ": the communicator failed earlier and cannot be used: " + failure_);
           continue;
         }
+        busy_ = true;
       }
-      job->Run();
-      if (job->code() != SR_OK) {
-        std::lock_guard<std::mutex> lock(m_);
-        if (failure_.empty()) failure_ = job->message();
-      }
+      Execute(*job);
     }
   }
 
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  bool busy_ = false;  // a job is running (on the worker or a caller)
   bool stopping_ = false;
   std::string failure_;
   std::thread thread_;  // last: starts after the members it uses exist
 };
+
+inline void Job::Wait(int64_t timeout_ms) {
+  if (timeout_ms < 0) timeout_ms = default_timeout_ms_;
+  // Running it here would ignore a timeout shorter than the collective's
+  // own (a poll), so only a full wait takes the job over.
+  if (timeout_ms >= default_timeout_ms_ && owner_ != nullptr && !done()) owner_->RunHere(this);
+  std::unique_lock<std::mutex> lock(m_);
+  if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done_; })) {
+    lock.unlock();
+    std::string why = diagnose_ ? diagnose_() : std::string();
+    throw Error(SR_DEADLINE_EXCEEDED, what_ + " did not complete within " + std::to_string(timeout_ms) + " ms" +
+                                          (why.empty() ? "" : ": " + why));
+  }
+  if (code_ != SR_OK) throw Error(code_, message_);
+}
 
 }  // namespace shardrec::sdk
 
