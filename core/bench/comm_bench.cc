@@ -23,27 +23,40 @@ StatusOr<double> Max(const ProcessGroup& g, double v) {
   return t.data<double>()[0];
 }
 
-// Times `body` (one operation; returns its status): a calibration run sets
-// the iterations per measurement (agreed across ranks), then `reps`
-// measurements, each started by a barrier.
-template <class Body>
-StatusOr<Timing> Measure(const ProcessGroup& g, const CommBenchConfig& c, Body&& body) {
-  SR_RETURN_IF_ERROR(body());  // warm-up: connections, page faults
-  SR_RETURN_IF_ERROR(g.Barrier());
-  auto t0 = Clock::now();
-  SR_RETURN_IF_ERROR(body());
-  SR_ASSIGN_OR_RETURN(double once, Max(g, std::chrono::duration<double>(Clock::now() - t0).count()));
-  const int64_t iters = std::clamp<int64_t>(static_cast<int64_t>(c.min_time / std::max(once, 1e-7)), 1, 1000000);
-  std::vector<double> times;
-  for (int r = 0; r < c.reps; ++r) {
+using Body = std::function<Status()>;
+
+// Times each body (one operation; returns its status): a calibration run
+// sets each one's iterations per measurement (agreed across ranks), then
+// `reps` rounds measure every body once, in turn, each measurement started
+// by a barrier. Interleaving puts a plugin and its baseline under the same
+// machine noise, which on a small VM moves both by tens of percent.
+StatusOr<std::vector<Timing>> Measure(const ProcessGroup& g, const CommBenchConfig& c,
+                                      const std::vector<Body>& bodies) {
+  std::vector<int64_t> iters;
+  for (const Body& body : bodies) {
+    SR_RETURN_IF_ERROR(body());  // warm-up: connections, page faults
     SR_RETURN_IF_ERROR(g.Barrier());
-    t0 = Clock::now();
-    for (int64_t i = 0; i < iters; ++i) SR_RETURN_IF_ERROR(body());
-    SR_ASSIGN_OR_RETURN(double t, Max(g, std::chrono::duration<double>(Clock::now() - t0).count() / iters));
-    times.push_back(t);
+    const auto t0 = Clock::now();
+    SR_RETURN_IF_ERROR(body());
+    SR_ASSIGN_OR_RETURN(double once, Max(g, std::chrono::duration<double>(Clock::now() - t0).count()));
+    iters.push_back(std::clamp<int64_t>(static_cast<int64_t>(c.min_time / std::max(once, 1e-7)), 1, 1000000));
   }
-  std::sort(times.begin(), times.end());
-  return Timing{times.front(), times[times.size() / 2]};
+  std::vector<std::vector<double>> times(bodies.size());
+  for (int r = 0; r < c.reps; ++r) {
+    for (size_t b = 0; b < bodies.size(); ++b) {
+      SR_RETURN_IF_ERROR(g.Barrier());
+      const auto t0 = Clock::now();
+      for (int64_t i = 0; i < iters[b]; ++i) SR_RETURN_IF_ERROR(bodies[b]());
+      SR_ASSIGN_OR_RETURN(double t, Max(g, std::chrono::duration<double>(Clock::now() - t0).count() / iters[b]));
+      times[b].push_back(t);
+    }
+  }
+  std::vector<Timing> out;
+  for (auto& t : times) {
+    std::sort(t.begin(), t.end());
+    out.push_back(Timing{t.front(), t[t.size() / 2]});
+  }
+  return out;
 }
 
 // The op on float buffers; `per_rank` floats in each per-peer slice.
@@ -124,29 +137,26 @@ StatusOr<CommBenchResult> RunCommBench(const ProcessGroup& g, const CommBenchCon
   CommBenchResult r;
   Buffers big = Layout(c.op, n, c.bytes);
   const double bytes = static_cast<double>(c.op == CommBenchOp::kAllGatherV ? big.recv.nbytes() : big.send.nbytes());
-  say(std::string(CommBenchOpName(c.op)) + ": " + std::to_string(static_cast<int64_t>(bytes)) + " bytes per rank");
-  SR_ASSIGN_OR_RETURN(r.op, Measure(g, c, [&] { return Run(g, c.op, big); }));
-  Buffers small = Layout(c.op, n, c.small_bytes);
-  say("small messages: " + std::to_string(c.small_bytes) + " bytes");
-  SR_ASSIGN_OR_RETURN(r.small, Measure(g, c, [&] { return Run(g, c.op, small); }));
-  r.bus_factor = BusFactor(c.op, n);
-  r.algbw_gbps = bytes / r.op.median / 1e9;
-  r.busbw_gbps = r.algbw_gbps * r.bus_factor;
+  std::vector<Body> bodies = {[&] { return Run(g, c.op, big); }};
 
+  // The baseline, measured in turn with the collective.
+#if SHARDREC_HAVE_GLOO
+  std::unique_ptr<GlooDirect> direct;
+  std::function<void()> direct_op;
+#endif
+  Tensor src, dst;
   if (c.baseline && g.backend() == "gloo") {
 #if SHARDREC_HAVE_GLOO
-    say("baseline: Gloo's own algorithm on the same buffers");
-    SR_ASSIGN_OR_RETURN(std::unique_ptr<GlooDirect> direct, GlooDirect::Connect(g));
-    std::function<void()> op =
-        direct->Prepare(c.op, big.send.data<float>(), big.recv.data<float>(), big.per_rank);
-    SR_ASSIGN_OR_RETURN(r.baseline, Measure(g, c, [&]() -> Status {
-                          try {
-                            op();
-                          } catch (const std::exception& e) {
-                            return UnavailableError(std::string("gloo direct: ") + e.what());
-                          }
-                          return Status::Ok();
-                        }));
+    SR_ASSIGN_OR_RETURN(direct, GlooDirect::Connect(g, c.gloo_hostname, c.gloo_iface));
+    direct_op = direct->Prepare(c.op, big.send.data<float>(), big.recv.data<float>(), big.per_rank);
+    bodies.push_back([&]() -> Status {
+      try {
+        direct_op();
+      } catch (const std::exception& e) {
+        return UnavailableError(std::string("gloo direct: ") + e.what());
+      }
+      return Status::Ok();
+    });
     r.baseline_name = c.op == CommBenchOp::kReduceScatterV ? "gloo::ReduceScatterHalvingDoubling (legacy, in place)"
                       : c.op == CommBenchOp::kAllReduce   ? "gloo::allreduce (ring)"
                       : c.op == CommBenchOp::kAllToAllV   ? "gloo::alltoallv"
@@ -155,16 +165,31 @@ StatusOr<CommBenchResult> RunCommBench(const ProcessGroup& g, const CommBenchCon
   } else if (c.baseline && g.backend() == "local") {
     // Every rank's thread copies as many bytes as the collective's buffer at
     // the same time: the memory bandwidth the threads share.
-    say("baseline: memcpy of the same bytes by every rank at once");
-    Tensor src = Tensor::Zeros(dtype::kUInt8, {static_cast<int64_t>(bytes)});
-    Tensor dst = Tensor::Zeros(dtype::kUInt8, {static_cast<int64_t>(bytes)});
-    SR_ASSIGN_OR_RETURN(r.baseline, Measure(g, c, [&]() -> Status {
-                          std::memcpy(dst.raw_data(), src.raw_data(), src.nbytes());
-                          return Status::Ok();
-                        }));
+    src = Tensor::Zeros(dtype::kUInt8, {static_cast<int64_t>(bytes)});
+    dst = Tensor::Zeros(dtype::kUInt8, {static_cast<int64_t>(bytes)});
+    bodies.push_back([&]() -> Status {
+      std::memcpy(dst.raw_data(), src.raw_data(), src.nbytes());
+      return Status::Ok();
+    });
     r.baseline_name = "memcpy of the same bytes, every rank at once";
   }
-  if (r.baseline.median > 0) r.baseline_ratio = r.baseline.median / r.op.median;
+  say(std::string(CommBenchOpName(c.op)) + ": " + std::to_string(static_cast<int64_t>(bytes)) + " bytes per rank" +
+      (r.baseline_name.empty() ? "" : ", in turn with the baseline: " + r.baseline_name));
+  SR_ASSIGN_OR_RETURN(std::vector<Timing> timed, Measure(g, c, bodies));
+  r.op = timed[0];
+  if (timed.size() > 1) r.baseline = timed[1];
+
+  Buffers small = Layout(c.op, n, c.small_bytes);
+  say("small messages: " + std::to_string(c.small_bytes) + " bytes");
+  SR_ASSIGN_OR_RETURN(std::vector<Timing> small_timed, Measure(g, c, {[&] { return Run(g, c.op, small); }}));
+  r.small = small_timed[0];
+  r.bus_factor = BusFactor(c.op, n);
+  r.algbw_gbps = bytes / r.op.median / 1e9;
+  r.busbw_gbps = r.algbw_gbps * r.bus_factor;
+  if (r.baseline.median > 0) {
+    r.baseline_ratio = r.baseline.median / r.op.median;
+    r.baseline_ratio_best = r.baseline.best / r.op.best;
+  }
   return r;
 }
 

@@ -33,6 +33,9 @@ struct CommBenchConfig {
   double min_time = 0.3;  // seconds per measurement
   int reps = 5;
   bool baseline = true;   // run the backend's baseline (when it has one)
+  // Where the direct-Gloo baseline binds: the plugin's own hostname/iface
+  // options, so both use the same network (empty: the plugin's defaults).
+  std::string gloo_hostname, gloo_iface;
 };
 
 struct Timing {
@@ -43,8 +46,9 @@ struct CommBenchResult {
   Timing op, small, baseline;
   std::string baseline_name;  // "" when the backend has none
   double algbw_gbps = 0, busbw_gbps = 0, bus_factor = 0;
-  // baseline.median / op.median: 1.0 means as fast as the baseline.
-  double baseline_ratio = 0;
+  // baseline.median / op.median: 1.0 means as fast as the baseline; and the
+  // same from the best measurements (less sensitive to a noisy machine).
+  double baseline_ratio = 0, baseline_ratio_best = 0;
 };
 
 // Collective over `group`; every rank gets the same result.

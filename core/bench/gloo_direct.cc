@@ -50,11 +50,14 @@ struct GlooDirect::Impl {
 GlooDirect::GlooDirect(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GlooDirect::~GlooDirect() = default;
 
-StatusOr<std::unique_ptr<GlooDirect>> GlooDirect::Connect(const ProcessGroup& group) {
+StatusOr<std::unique_ptr<GlooDirect>> GlooDirect::Connect(const ProcessGroup& group, const std::string& hostname,
+                                                          const std::string& iface) {
   auto impl = std::make_unique<Impl>();
   try {
     ::gloo::transport::tcp::attr attr;
-    if (group.num_hosts() == 1) attr.hostname = "127.0.0.1";  // what the plugin binds by default
+    attr.hostname = hostname;
+    attr.iface = iface;
+    if (hostname.empty() && iface.empty() && group.num_hosts() == 1) attr.hostname = "127.0.0.1";
     auto device = ::gloo::transport::tcp::CreateDevice(attr);
     Store store(group.store(), group.timeout_ms());
     impl->context = std::make_shared<::gloo::rendezvous::Context>(group.rank(), group.world_size());

@@ -13,7 +13,10 @@ namespace shardrec::bench {
 
 class GlooDirect {
  public:
-  static StatusOr<std::unique_ptr<GlooDirect>> Connect(const ProcessGroup& group);
+  // Binds like the plugin: `hostname` or `iface` when given, else 127.0.0.1
+  // on one host and this host's name across hosts.
+  static StatusOr<std::unique_ptr<GlooDirect>> Connect(const ProcessGroup& group, const std::string& hostname,
+                                                       const std::string& iface);
   ~GlooDirect();
 
   // Gloo's algorithm for `op` on float buffers laid out as the bench lays

@@ -54,13 +54,29 @@ int RunCommCheck(const std::vector<std::string>& args) {
       std::cerr << "shardrec comm check: --fault must be exit@RANK or stall@RANK, got '" << fault << "'\n";
       return kExitUsage;
     }
-    fault_rank = std::atoi(fault.c_str() + at + 1);
+    const std::string rank_text = fault.substr(at + 1);
+    char* end = nullptr;
+    fault_rank = static_cast<int>(std::strtol(rank_text.c_str(), &end, 10));
+    if (rank_text.empty() || *end != '\0' || fault_rank < 0) {
+      std::cerr << "shardrec comm check: --fault " << fault << ": RANK must be a rank number\n";
+      return kExitUsage;
+    }
+    if (fault_kind == "exit" && flags.comm == "local") {
+      std::cerr << "shardrec comm check: --fault exit@RANK needs ranks as processes (--comm gloo): with local, "
+                   "ranks are threads and an exit would end them all\n";
+      return kExitUsage;
+    }
   }
   HostSession session;
   if (!OpenSession("comm check", g, /*discover=*/true, &session)) return kExitUsage;
 
   std::mutex out;
   return RunOnRanks("comm check", args, flags, session, [&](const ProcessGroup& group) {
+    if (fault_rank >= group.world_size()) {
+      std::cerr << "shardrec comm check: --fault names rank " << fault_rank << " of a " << group.world_size()
+                << "-rank world\n";
+      return kExitUsage;
+    }
     if (group.rank() == fault_rank) {
       if (fault_kind == "exit") std::exit(0);  // gone without a word, as a crashed rank is
       std::this_thread::sleep_for(std::chrono::milliseconds(group.timeout_ms() * 3));
@@ -73,14 +89,20 @@ int RunCommCheck(const std::vector<std::string>& args) {
     CollectiveCheckReport report = RunCollectiveChecks(group, o);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::lock_guard<std::mutex> lock(out);
-    for (const std::string& f : report.failures) std::cerr << "FAILED " << f << "\n";
+    // One write per report, so ranks that are processes sharing a terminal
+    // do not interleave within a line.
+    std::string failures;
+    for (const std::string& f : report.failures) failures += "FAILED " + f + "\n";
+    std::cerr << failures << std::flush;
     if (g.json) {
       nlohmann::json j = {{"rank", group.rank()}, {"world_size", group.world_size()}, {"comm", group.backend()},
                           {"passed", report.passed}, {"failures", report.failures}, {"seconds", secs}};
       std::cout << j.dump() << "\n";
     } else {
-      std::cout << "rank " << group.rank() << " of " << group.world_size() << " (" << group.backend() << "): "
-                << report.passed << " checks passed, " << report.failures.size() << " failed in " << secs << " s\n";
+      std::cout << ("rank " + std::to_string(group.rank()) + " of " + std::to_string(group.world_size()) + " (" +
+                    group.backend() + "): " + std::to_string(report.passed) + " checks passed, " +
+                    std::to_string(report.failures.size()) + " failed in " + std::to_string(secs) + " s\n")
+                << std::flush;
     }
     return report.ok() ? kExitOk : kExitFailure;
   });

@@ -2,6 +2,7 @@
 #include "comm_job.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -13,7 +14,7 @@ namespace shardrec::cli {
 void AddCommOptions(po::options_description& desc, CommFlags* f) {
   desc.add_options()
       ("comm", po::value(&f->comm)->default_value(f->comm),
-       "comm backend: local (ranks as threads of this process), gloo (processes and hosts over TCP), nccl (GPUs)")
+       "comm backend: local (ranks as threads of this process) or gloo (processes and hosts over TCP)")
       ("world-size", po::value(&f->world_size)->default_value(0),
        "ranks to run when no launcher started this process (0: 1, or the launcher's)")
       ("rdzv", po::value(&f->rdzv),
@@ -25,6 +26,22 @@ void AddCommOptions(po::options_description& desc, CommFlags* f) {
 }
 
 namespace {
+
+// A run id for launchers that give none (mpirun, Slurm, torchrun without
+// --rdzv-id): their job ids, so back-to-back jobs on one rendezvous do not
+// meet each other's keys; "shardrec" only when nothing identifies the job.
+std::string DefaultRunId() {
+  auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v != nullptr ? v : "";
+  };
+  if (!env("SLURM_JOB_ID").empty()) return "slurm_" + env("SLURM_JOB_ID") + "_" + env("SLURM_STEP_ID");
+  for (const char* name : {"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", "OMPI_MCA_ess_base_jobid", "PMI_JOBID"}) {
+    if (!env(name).empty()) return std::string("mpi_") + env(name);
+  }
+  if (!env("MASTER_PORT").empty()) return "torchrun_" + env("MASTER_ADDR") + "_" + env("MASTER_PORT");
+  return "shardrec";
+}
 
 int RunGroup(const HostSession& session, const ProcessGroupConfig& config, const RankBody& body) {
   auto group = ProcessGroup::Create(session.registry, config);
@@ -44,6 +61,17 @@ int RunOnRanks(const std::string& command_words, const std::vector<std::string>&
     std::cerr << me << "--timeout-ms must be positive and --world-size non-negative\n";
     return kExitUsage;
   }
+  if (flags.comm == "nccl") {
+    std::cerr << me << "this command moves host (CPU) buffers, which nccl does not take; nccl is checked by "
+              << "its GPU tests (tests/comm/comm_nccl_test.cc) and used by GPU jobs\n";
+    return kExitUsage;
+  }
+  if (!flags.rdzv.empty()) {
+    if (Status s = CheckRendezvousSyntax(flags.rdzv); !s.ok()) {
+      std::cerr << me << "--rdzv: " << s.message() << "\n";
+      return kExitUsage;
+    }
+  }
   auto env = ReadDistEnv();
   if (!env.ok()) {
     std::cerr << me << env.status().message() << "\n";
@@ -54,7 +82,9 @@ int RunOnRanks(const std::string& command_words, const std::vector<std::string>&
   config.options = session.plugin_options.For("comm", flags.comm);
   config.timeout_ms = flags.timeout_ms;
 
-  if (!env->launched()) {
+  // A launched world of one with the local backend is just this process.
+  const bool alone = env->launched() && env->world_size == 1 && flags.comm == "local";
+  if (!env->launched() || alone) {
     const int world = std::max(1, flags.world_size);
     if (flags.comm == "local") {
       // Ranks as threads, meeting in this process.
@@ -101,7 +131,7 @@ int RunOnRanks(const std::string& command_words, const std::vector<std::string>&
               << "(shardrec launch sets it; under " << env->source << " set it yourself)\n";
     return kExitUsage;
   }
-  if (config.prefix.empty()) config.prefix = "shardrec";
+  if (config.prefix.empty()) config.prefix = DefaultRunId();
   config.placement = {env->rank, env->world_size, env->local_rank, env->local_world_size};
   return RunGroup(session, config, body);
 }

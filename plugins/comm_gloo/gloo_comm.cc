@@ -37,7 +37,9 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "host_store.h"
@@ -62,9 +64,26 @@ struct Shared {
   int64_t timeout_ms = 0;
 };
 
+// Gloo writes to sockets without MSG_NOSIGNAL in places, so a peer that
+// died would kill this process with SIGPIPE instead of failing the
+// collective with a message (Python, Gloo's usual host, ignores SIGPIPE).
+// Done when the first communicator is created, not when the library is
+// loaded, and left alone when the host installed its own handler.
+void IgnoreSigpipeOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      ::signal(SIGPIPE, SIG_IGN);
+      sdk::Log(SR_LOG_DEBUG, "comm gloo", "SIGPIPE is now ignored: a closed peer socket fails the collective instead");
+    }
+  });
+}
+
 class GlooComm {
  public:
   explicit GlooComm(const sr_comm_create_args& a) {
+    IgnoreSigpipeOnce();
     auto shared = std::make_shared<Shared>();
     sdk::Options options(a.options, "comm gloo");
     const bool one_host = a.local_world_size == a.world_size;
@@ -124,6 +143,7 @@ class GlooComm {
     auto job = worker_->Submit(
         "split (collective #" + std::to_string(seq) + ")",
         [this, seq, split_index, color, key, result] {
+          monitor_->Started(seq);
           std::vector<int64_t> mine = {color, key}, all(2 * world_size());
           Guarded(seq, [&] {
             ::gloo::AllgatherOptions o(context_);
@@ -261,9 +281,8 @@ class GlooComm {
         }
         case CollectiveOp::kAllReduce: {
           if (c.recv_numel == 0) break;
-          if (c.send != c.recv) std::memcpy(c.recv, c.send, c.Bytes(c.recv_numel));
           ::gloo::AllreduceOptions o(context_);
-          SetTyped(o, c);
+          SetTyped(o, c);  // separate input and output when not in place: Gloo reads send directly
           const DLDataType dtype = c.dtype;
           const int32_t op = c.reduce_op;
           o.setReduceFunction([dtype, op](void* out, const void* a, const void* b, size_t count) {
@@ -324,10 +343,15 @@ class GlooComm {
   // unsigned type as wide as the real one (the reduction knows the dtype).
   static void SetTyped(::gloo::AllreduceOptions& o, const Collective& c) {
     const size_t n = static_cast<size_t>(c.recv_numel);
+    auto set = [&](auto* type) {
+      using T = std::remove_pointer_t<decltype(type)>;
+      if (c.send != c.recv) o.setInput(reinterpret_cast<T*>(const_cast<char*>(c.send)), n);
+      o.setOutput(reinterpret_cast<T*>(c.recv), n);
+    };
     switch (c.elem_size) {
-      case 2: o.setOutput(reinterpret_cast<uint16_t*>(c.recv), n); break;
-      case 4: o.setOutput(reinterpret_cast<uint32_t*>(c.recv), n); break;
-      case 8: o.setOutput(reinterpret_cast<uint64_t*>(c.recv), n); break;
+      case 2: set(static_cast<uint16_t*>(nullptr)); break;
+      case 4: set(static_cast<uint32_t*>(nullptr)); break;
+      case 8: set(static_cast<uint64_t*>(nullptr)); break;
       default: throw sdk::InvalidArgument("all_reduce: unsupported element size " + std::to_string(c.elem_size));
     }
   }
@@ -352,19 +376,6 @@ class GlooComm {
   } scratch_;
   std::unique_ptr<sdk::OrderedWorker> worker_;
 };
-
-// Gloo writes to sockets without MSG_NOSIGNAL in places, so a peer that
-// died would kill this process with SIGPIPE instead of failing the
-// collective with a message (Python, Gloo's usual host, ignores SIGPIPE).
-// Left alone when the host installed its own handler.
-void IgnoreSigpipe(const sr_host_api*) {
-  struct sigaction current {};
-  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
-    ::signal(SIGPIPE, SIG_IGN);
-    sdk::Log(SR_LOG_DEBUG, "comm gloo", "SIGPIPE is now ignored: a closed peer socket fails the collective instead");
-  }
-}
-const bool kSigpipeHook = sdk::OnInitialize(&IgnoreSigpipe);
 
 const char* const kOptionNames[] = {"hostname", "iface", "algorithm", "check_args"};
 const sr_named_value kAttributes[] = {

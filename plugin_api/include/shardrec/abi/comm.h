@@ -69,8 +69,8 @@ typedef struct sr_comm_create_args {
   int64_t timeout_ms; /* default for rendezvous and for wait() */
   DLDevice device;    /* where the tensors live */
   sr_named_value_list options;
-  /* ABI 1.1: the rendezvous opened by the host (see sr_kv_store); NULL from a
-   * 1.0 host or when the rendezvous is in-process only ("local:"). */
+  /* ABI 1.1: the rendezvous opened by the host (see sr_kv_store), for every
+   * kind of rendezvous, "local:" included; NULL only from a 1.0 host. */
   const sr_kv_store* store;
 } sr_comm_create_args;
 

@@ -247,15 +247,15 @@ inline Collective ParseCollective(CollectiveOp op, const sr_collective_args* a, 
 // together: same op and dtype, same reduce op, root and sizes where those
 // must agree, and all_to_all_v counts where what p sends q is what q
 // expects from p. `ops[q]` is rank q's collective (buffers not needed);
-// `g` maps ranks to the job's for messages; `seq` numbers the collective.
+// `g` maps ranks to the job's for messages; `seq` numbers the collective
+// (kept for backends that report it themselves).
 // Every rank that runs it over the same `ops` throws the same error.
 inline void CheckAgreement(const std::vector<const Collective*>& ops, const std::vector<int>& g, int64_t seq) {
   const int n = static_cast<int>(ops.size());
   const Collective& c0 = *ops[0];
-  auto fail = [&](const std::string& m) {
-    throw InvalidArgument(std::string(CollectiveName(c0.op)) + " (collective #" + std::to_string(seq) +
-                               "): " + m);
-  };
+  // The collective's name and number come from the Job that runs it.
+  (void)seq;
+  auto fail = [&](const std::string& m) { throw InvalidArgument("ranks disagree: " + m); };
   auto rank = [&](int q) { return "rank " + std::to_string(g[q]); };
   for (int q = 1; q < n; ++q) {
     const Collective& c = *ops[q];

@@ -30,7 +30,7 @@
 namespace shardrec::sdk {
 
 // The common checks of sr_comm_create_args (rank inside the world, local
-// rank inside the host, a prefix) with messages naming the field.
+// rank inside the host, a positive timeout) with messages naming the field.
 inline void CheckCreateArgs(const sr_comm_create_args& a) {
   if (a.world_size < 1) throw InvalidArgument("world_size must be at least 1, got " + std::to_string(a.world_size));
   if (a.rank < 0 || a.rank >= a.world_size) {
