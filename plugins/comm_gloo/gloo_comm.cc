@@ -152,20 +152,15 @@ class GlooComm {
             o.setTag(Tag(seq));
             ::gloo::allgather(o);
           });
-          std::vector<std::pair<int64_t, int>> members;  // (key, rank), as MPI_Comm_split orders them
+          std::vector<int64_t> colors(world_size()), keys(world_size());
           for (int q = 0; q < world_size(); ++q) {
-            if (all[2 * q] == color) members.emplace_back(all[2 * q + 1], q);
+            colors[q] = all[2 * q];
+            keys[q] = all[2 * q + 1];
           }
-          std::sort(members.begin(), members.end());
-          std::vector<int> globals;
-          int sub_rank = 0;
-          for (size_t i = 0; i < members.size(); ++i) {
-            if (members[i].second == rank_) sub_rank = static_cast<int>(i);
-            globals.push_back(global_ranks_[members[i].second]);
-          }
+          sdk::SplitGroup group = sdk::SplitMembers(colors, keys, rank_, global_ranks_);
           *result = std::make_unique<GlooComm>(
-              shared_, scope_ + "/split" + std::to_string(split_index) + "/color" + std::to_string(color), sub_rank,
-              std::move(globals));
+              shared_, scope_ + "/split" + std::to_string(split_index) + "/color" + std::to_string(color), group.rank,
+              std::move(group.global_ranks));
         },
         [this, seq] { return monitor_->Diagnose(seq); }, shared_->timeout_ms);
     job->Wait(2 * shared_->timeout_ms);  // the peers' split, then the new mesh

@@ -94,23 +94,17 @@ class LocalComm {
             Phase(seq, 2, "split");
             throw *e;
           }
-          // Members of this color, ordered by (key, rank), as MPI_Comm_split.
-          std::vector<std::pair<int32_t, int>> members;
+          std::vector<int64_t> colors(world_size()), keys(world_size());
           for (int q = 0; q < world_size(); ++q) {
-            if (world_->slot(q).color == color) members.emplace_back(world_->slot(q).key, q);
+            colors[q] = world_->slot(q).color;
+            keys[q] = world_->slot(q).key;
           }
           Phase(seq, 2, "split");
-          std::sort(members.begin(), members.end());
-          std::vector<int> globals;
-          int sub_rank = 0;
-          for (size_t i = 0; i < members.size(); ++i) {
-            if (members[i].second == rank_) sub_rank = static_cast<int>(i);
-            globals.push_back(global_ranks_[members[i].second]);
-          }
+          sdk::SplitGroup group = sdk::SplitMembers(colors, keys, rank_, global_ranks_);
           const std::string name =
               world_->name() + "/split" + std::to_string(split_index) + "/color" + std::to_string(color);
-          auto sub = LocalWorld::Join(name, static_cast<int>(members.size()), sub_rank, timeout_ms_);
-          *result = std::make_unique<LocalComm>(std::move(sub), sub_rank, timeout_ms_, std::move(globals));
+          auto sub = LocalWorld::Join(name, static_cast<int>(group.global_ranks.size()), group.rank, timeout_ms_);
+          *result = std::make_unique<LocalComm>(std::move(sub), group.rank, timeout_ms_, std::move(group.global_ranks));
         },
         [this, seq] { return world_->DescribeLaggards(seq, global_ranks_); }, timeout_ms_);
     job->Wait(2 * timeout_ms_);  // two waits inside: the peers' split and their join

@@ -730,7 +730,7 @@ class NcclComm {
     const std::shared_ptr<Shared>& shared = state_->shared();
     const std::string base = state_->scope() + "/split" + std::to_string(++splits_);
     shared->store.Set(base + "/" + std::to_string(rank()), std::to_string(color) + " " + std::to_string(key));
-    std::vector<std::pair<int64_t, int>> members;  // (key, rank), as ncclCommSplit orders them
+    std::vector<int64_t> colors(world_size()), keys(world_size());  // as ncclCommSplit orders them
     for (int q = 0; q < world_size(); ++q) {
       std::string entry;
       try {
@@ -743,18 +743,14 @@ class NcclComm {
       if (std::sscanf(entry.c_str(), "%lld %lld", &c, &k) != 2) {
         throw sdk::Error(SR_DATA_LOSS, what + ": malformed split entry '" + entry + "' in the store");
       }
-      if (c == color) members.emplace_back(k, q);
+      colors[q] = c;
+      keys[q] = k;
     }
-    std::sort(members.begin(), members.end());
-    std::vector<int> globals;
-    int sub_rank = 0;
-    for (size_t i = 0; i < members.size(); ++i) {
-      if (members[i].second == rank()) sub_rank = static_cast<int>(i);
-      globals.push_back(state_->global_ranks()[members[i].second]);
-    }
+    sdk::SplitGroup group = sdk::SplitMembers(colors, keys, rank(), state_->global_ranks());
+    const int sub_rank = group.rank;
     UseDevice(shared->device);
     auto sub = std::make_shared<CommState>(shared, base + "/color" + std::to_string(color), sub_rank,
-                                           std::move(globals));
+                                           std::move(group.global_ranks));
     ncclComm_t comm = nullptr;
     std::string error;
     const ncclResult_t r = state_->SplitLocked(color, key, &comm, &error);

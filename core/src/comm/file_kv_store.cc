@@ -36,10 +36,10 @@ std::string Encode(const std::string& s) {
   return out;
 }
 
-class FileStore final : public KvStore {
+class FileStore final : public PollingStore {
  public:
   FileStore(fs::path dir, std::string describe, int64_t default_timeout_ms)
-      : dir_(std::move(dir)), describe_(std::move(describe)), default_timeout_ms_(default_timeout_ms) {}
+      : PollingStore(std::move(describe), default_timeout_ms), dir_(std::move(dir)) {}
 
   Status Set(const std::string& key, std::string_view value) override {
     const fs::path final_path = dir_ / Encode(key);
@@ -56,31 +56,17 @@ class FileStore final : public KvStore {
     return Status::Ok();
   }
 
-  StatusOr<std::string> Get(const std::string& key, int64_t timeout_ms) override {
-    if (timeout_ms < 0) timeout_ms = default_timeout_ms_;
-    const fs::path path = dir_ / Encode(key);
-    std::string value;
-    SR_ASSIGN_OR_RETURN(bool found, PollUntil(timeout_ms, [&]() -> StatusOr<bool> {
-                          std::ifstream f(path, std::ios::binary);
-                          if (!f) return false;
-                          std::ostringstream ss;
-                          ss << f.rdbuf();
-                          value = ss.str();
-                          return true;
-                        }));
-    if (!found) {
-      return Status(SR_DEADLINE_EXCEEDED,
-                    describe_ + ": key '" + key + "' did not appear within " + std::to_string(timeout_ms) + " ms");
-    }
-    return value;
+  StatusOr<bool> TryRead(const std::string& key, std::string* value) override {
+    std::ifstream f(dir_ / Encode(key), std::ios::binary);
+    if (!f) return false;
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    *value = ss.str();
+    return true;
   }
-
-  std::string Describe() const override { return describe_; }
 
  private:
   const fs::path dir_;
-  const std::string describe_;
-  const int64_t default_timeout_ms_;
   std::atomic<uint64_t> counter_{0};
 };
 

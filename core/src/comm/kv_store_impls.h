@@ -36,4 +36,32 @@ StatusOr<bool> PollUntil(int64_t timeout_ms, Probe&& probe) {
   }
 }
 
+// A store that cannot block on a key (a directory, Redis GET): Get() polls
+// TryRead() with PollUntil's back-off.
+class PollingStore : public KvStore {
+ public:
+  PollingStore(std::string describe, int64_t default_timeout_ms)
+      : describe_(std::move(describe)), default_timeout_ms_(default_timeout_ms) {}
+
+  StatusOr<std::string> Get(const std::string& key, int64_t timeout_ms) final {
+    if (timeout_ms < 0) timeout_ms = default_timeout_ms_;
+    std::string value;
+    SR_ASSIGN_OR_RETURN(bool found, PollUntil(timeout_ms, [&] { return TryRead(key, &value); }));
+    if (!found) {
+      return Status(SR_DEADLINE_EXCEEDED,
+                    describe_ + ": key '" + key + "' did not appear within " + std::to_string(timeout_ms) + " ms");
+    }
+    return value;
+  }
+  std::string Describe() const final { return describe_; }
+
+ protected:
+  // Reads `key` into *value if it is set now: true when found.
+  virtual StatusOr<bool> TryRead(const std::string& key, std::string* value) = 0;
+  const std::string describe_;
+
+ private:
+  const int64_t default_timeout_ms_;
+};
+
 }  // namespace shardrec::kv_store_impl

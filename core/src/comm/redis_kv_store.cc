@@ -16,10 +16,10 @@ struct ReplyDeleter {
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
-class RedisStore final : public KvStore {
+class RedisStore final : public PollingStore {
  public:
   RedisStore(redisContext* ctx, std::string prefix, std::string describe, int64_t default_timeout_ms)
-      : ctx_(ctx), prefix_(std::move(prefix)), describe_(std::move(describe)), default_timeout_ms_(default_timeout_ms) {}
+      : PollingStore(std::move(describe), default_timeout_ms), ctx_(ctx), prefix_(std::move(prefix)) {}
   ~RedisStore() override { redisFree(ctx_); }
 
   Status Set(const std::string& key, std::string_view value) override {
@@ -32,35 +32,20 @@ class RedisStore final : public KvStore {
     return Status::Ok();
   }
 
-  StatusOr<std::string> Get(const std::string& key, int64_t timeout_ms) override {
-    if (timeout_ms < 0) timeout_ms = default_timeout_ms_;
+  StatusOr<bool> TryRead(const std::string& key, std::string* value) override {
     const std::string k = prefix_ + "/" + key;
-    std::string value;
-    SR_ASSIGN_OR_RETURN(bool found, PollUntil(timeout_ms, [&]() -> StatusOr<bool> {
-                          std::lock_guard<std::mutex> lock(m_);
-                          Reply r(static_cast<redisReply*>(redisCommand(ctx_, "GET %b", k.data(), k.size())));
-                          if (r == nullptr) return UnavailableError(describe_ + ": GET " + key + ": " + ctx_->errstr);
-                          if (r->type == REDIS_REPLY_ERROR) {
-                            return UnavailableError(describe_ + ": GET " + key + ": " + r->str);
-                          }
-                          if (r->type != REDIS_REPLY_STRING) return false;
-                          value.assign(r->str, r->len);
-                          return true;
-                        }));
-    if (!found) {
-      return Status(SR_DEADLINE_EXCEEDED,
-                    describe_ + ": key '" + key + "' did not appear within " + std::to_string(timeout_ms) + " ms");
-    }
-    return value;
+    std::lock_guard<std::mutex> lock(m_);
+    Reply r(static_cast<redisReply*>(redisCommand(ctx_, "GET %b", k.data(), k.size())));
+    if (r == nullptr) return UnavailableError(describe_ + ": GET " + key + ": " + ctx_->errstr);
+    if (r->type == REDIS_REPLY_ERROR) return UnavailableError(describe_ + ": GET " + key + ": " + r->str);
+    if (r->type != REDIS_REPLY_STRING) return false;
+    value->assign(r->str, r->len);
+    return true;
   }
-
-  std::string Describe() const override { return describe_; }
 
  private:
   redisContext* const ctx_;
   const std::string prefix_;
-  const std::string describe_;
-  const int64_t default_timeout_ms_;
   std::mutex m_;
 };
 

@@ -20,7 +20,10 @@
 #ifndef SHARDREC_SDK_COMM_HPP_
 #define SHARDREC_SDK_COMM_HPP_
 
+#include <algorithm>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "shardrec/sdk/collective.hpp"
 #include "shardrec/sdk/comm_request.hpp"
@@ -46,6 +49,30 @@ inline void CheckCreateArgs(const sr_comm_create_args& a) {
 // The host's store when it gave one (ABI >= 1.1), else an invalid KvStore.
 inline KvStore StoreOf(const sr_comm_create_args& a) {
   return a.struct_size >= SR_STRUCT_SIZE(sr_comm_create_args, store) ? KvStore(a.store) : KvStore();
+}
+
+// The sub-communicator this rank lands in when every rank q of a
+// communicator splits with (colors[q], keys[q]), MPI_Comm_split style: the
+// ranks of this rank's color ordered by (key, rank). `global_ranks` maps the
+// communicator's ranks to the job's; the result maps the sub-communicator's.
+struct SplitGroup {
+  int rank = 0;                  // this rank's rank in the sub-communicator
+  std::vector<int> global_ranks;  // the job's rank of each member
+};
+
+inline SplitGroup SplitMembers(const std::vector<int64_t>& colors, const std::vector<int64_t>& keys, int my_rank,
+                               const std::vector<int>& global_ranks) {
+  std::vector<std::pair<int64_t, int>> members;  // (key, rank)
+  for (size_t q = 0; q < colors.size(); ++q) {
+    if (colors[q] == colors[my_rank]) members.emplace_back(keys[q], static_cast<int>(q));
+  }
+  std::sort(members.begin(), members.end());
+  SplitGroup g;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].second == my_rank) g.rank = static_cast<int>(i);
+    g.global_ranks.push_back(global_ranks[members[i].second]);
+  }
+  return g;
 }
 
 namespace detail {
