@@ -193,6 +193,13 @@ StatusOr<std::vector<KeyedJaggedTensor>> KeyedJaggedTensor::Split(const std::vec
   return parts;
 }
 
+StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::FromLengthsWithRepeatedKeys(
+    std::vector<std::string> keys, std::vector<int64_t> values, std::vector<int64_t> lengths,
+    std::optional<std::vector<float>> weights, std::vector<int64_t> stride_per_key) {
+  return Build(std::move(keys), std::move(values), std::move(lengths), std::move(weights), std::move(stride_per_key),
+               /*allow_repeated_keys=*/true);
+}
+
 StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::Concat(const std::vector<KeyedJaggedTensor>& kjts) {
   std::vector<std::string> keys;
   std::vector<int64_t> values, lengths, strides;

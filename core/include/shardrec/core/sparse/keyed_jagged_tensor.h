@@ -31,6 +31,13 @@ class KeyedJaggedTensor {
                                                  std::vector<int64_t> lengths,
                                                  std::optional<std::vector<float>> weights = {},
                                                  std::vector<int64_t> stride_per_key = {});
+  // As FromLengths, but a key may appear more than once: the bucket-major
+  // layout of a row-wise input dist repeats every key once per bucket.
+  static StatusOr<KeyedJaggedTensor> FromLengthsWithRepeatedKeys(std::vector<std::string> keys,
+                                                                 std::vector<int64_t> values,
+                                                                 std::vector<int64_t> lengths,
+                                                                 std::optional<std::vector<float>> weights = {},
+                                                                 std::vector<int64_t> stride_per_key = {});
   // From offsets = [0, cumsum(lengths)] (one more entry than lengths).
   static StatusOr<KeyedJaggedTensor> FromOffsets(std::vector<std::string> keys,
                                                  std::vector<int64_t> values,
