@@ -4,49 +4,16 @@
 // rendezvous); plus variable batch per feature and the errors.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <functional>
-#include <thread>
 
+#include "ranks_fixture.h"
 #include "shardrec/core/dist/kjt_all_to_all.h"
-#include "shardrec/core/host_services.h"
-#include "shardrec/core/plugin_registry.h"
 
 namespace shardrec {
 namespace {
 
 using V = std::vector<int64_t>;
 
-class KjtAllToAllTest : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    const auto path = std::filesystem::path(SHARDREC_BUILT_PLUGIN_DIR) / ("libshardrec_comm_" + GetParam() + ".so");
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " was not built";
-    ASSERT_TRUE(registry_.LoadLibrary(path).ok());
-  }
-  // Runs body(group) on `world` threads.
-  void OnRanks(int world, const std::function<void(const ProcessGroup&)>& body) {
-    static std::atomic<int> job{0};
-    const std::string name = "kjt_a2a_" + std::to_string(::getpid()) + "_" + std::to_string(++job);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r) {
-      threads.emplace_back([&, r] {
-        ProcessGroupConfig c;
-        c.comm = GetParam();
-        c.rendezvous = "local:" + name;
-        c.prefix = "test";
-        c.timeout_ms = 20000;
-        c.placement = {r, world, r, world};
-        auto g = ProcessGroup::Create(registry_, c);
-        ASSERT_TRUE(g.ok()) << g.status().ToString();
-        body(g.value());
-      });
-    }
-    for (auto& t : threads) t.join();
-  }
-  HostServices services_;
-  PluginRegistry registry_{&services_};
-};
+using KjtAllToAllTest = RanksTest;
 
 // Ids stand for the seeds' symbols: A.Vi = 100 + i, B.Vi = 200 + i, C.Vi = 300 + i, D.Vi = 400 + i.
 TEST_P(KjtAllToAllTest, SeedWE1KeysABCSplits21) {
