@@ -5,7 +5,8 @@
 //                   the last ranks may get fewer rows or none
 //   column_wise     columns in blocks (option `block_cols`; default TorchRec's:
 //                   the smallest multiple of 4 in [128, D) dividing D, else D),
-//                   placed on consecutive ranks from `rank` (default: hashed)
+//                   on the ranks listed in `ranks` ("0,2,1": one per block) or
+//                   on consecutive ranks from `rank` (default: hashed)
 //   table_row_wise  rows split as row_wise over the ranks of one host
 //                   (option `host`; default: hashed)
 //   data_parallel   a whole replica on every rank
@@ -63,13 +64,18 @@ class ColumnWise {
     sdk::Options o(a.options, "sharder column_wise, " + who);
     const int64_t block = o.GetInt("block_cols", DefaultColumnBlock(r.cols));
     const int first = RankOption(o, "rank", HashedChoice(r.table, r.world), r.world, who);
+    const std::vector<int> ranks = RankList(o.GetString("ranks", ""), r.world, who);
     o.Finish();
     if (block <= 0) throw sdk::InvalidArgument(who + ": block_cols must be positive, got " + std::to_string(block));
+    const int64_t blocks = (r.cols + block - 1) / block;
+    if (!ranks.empty() && static_cast<int64_t>(ranks.size()) != blocks) {
+      throw sdk::InvalidArgument(who + ": " + std::to_string(ranks.size()) + " ranks for " + std::to_string(blocks) +
+                                 " column blocks of " + std::to_string(block));
+    }
     std::vector<sr_shard> shards;
-    int rank = first;
-    for (int64_t c = 0; c < r.cols; c += block) {
-      shards.push_back(Shard(0, r.rows, c, std::min(block, r.cols - c), rank));
-      rank = (rank + 1) % r.world;
+    for (int64_t i = 0; i < blocks; ++i) {
+      const int rank = ranks.empty() ? static_cast<int>((first + i) % r.world) : ranks[i];
+      shards.push_back(Shard(0, r.rows, i * block, std::min(block, r.cols - i * block), rank));
     }
     Emit(a, shards, SR_PLACEMENT_GRID);
   }
@@ -107,7 +113,7 @@ class DataParallel {
 };
 
 const char* const kRankOption[] = {"rank"};
-const char* const kColumnOptions[] = {"block_cols", "rank"};
+const char* const kColumnOptions[] = {"block_cols", "rank", "ranks"};
 const char* const kHostOption[] = {"host"};
 
 const sr_named_value kTableWiseAttrs[] = {

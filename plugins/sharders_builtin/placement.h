@@ -3,7 +3,9 @@
 // TorchRec row split, and where a table goes when the user names no rank.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -100,6 +102,26 @@ inline int RankOption(sdk::Options& o, const char* key, int fallback, int limit,
                                std::to_string(limit) + ")");
   }
   return static_cast<int>(v);
+}
+
+// "0,2,1" -> {0, 2, 1}, each in [0, limit); "" -> {}.
+inline std::vector<int> RankList(const std::string& text, int limit, const std::string& who) {
+  std::vector<int> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    char* stop = nullptr;
+    const long v = std::strtol(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || v < 0 || v >= limit) {
+      throw sdk::InvalidArgument(who + ": ranks '" + text + "': '" + item + "' is not a rank in [0, " +
+                                 std::to_string(limit) + ")");
+    }
+    out.push_back(static_cast<int>(v));
+    start = end + 1;
+  }
+  return out;
 }
 
 }  // namespace shardrec::sharders

@@ -1,0 +1,84 @@
+// Sharding plans, in the seeds' vocabulary (torchrec.distributed.types
+// ParameterSharding): per table a sharding type (a sharder component), a
+// compute kernel (a kernel component) and ranks, as a JSON plan file
+//   {"plan": {"t0": {"sharding_type": "table_wise", "compute_kernel": "cpu", "ranks": [1]},
+//             "t1": {"sharding_type": "column_wise", "ranks": [0, 1], "sharder_options": {"block_cols": "64"}},
+//             "t2": {"sharding_type": "row_wise",
+//                    "shards": [{"rows": [0, 50], "cols": [0, 16], "rank": 0}, ...]}}}
+// or made for every table by one sharder (`--sharder NAME`), or, with
+// neither, the default: every table whole on one rank, largest first onto
+// the rank holding the fewest bytes (table-wise, balanced).
+//
+// What `ranks` means follows the seeds: table_wise the rank; column_wise
+// one rank per column block; table_row_wise the first rank of the host;
+// row_wise and data_parallel unused (all ranks). "shards" gives the grid
+// itself instead of asking the sharder. MakePlan refuses a bad plan before
+// any work, naming the table: an unknown table, sharder or kernel, a rank
+// outside the world, shards that do not tile the table, a rank over its
+// memory budget.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shardrec/core/modules/embedding_config.h"
+#include "shardrec/core/plugin_registry.h"
+#include "shardrec/core/sharding/table_placement.h"
+
+namespace shardrec {
+
+struct ParameterSharding {
+  std::string sharding_type;   // sharder component name
+  std::string compute_kernel;  // kernel component name ("" : the request's default)
+  std::vector<int> ranks;
+  std::vector<std::pair<std::string, std::string>> sharder_options;  // per-call, e.g. block_cols
+  std::optional<std::vector<sr_shard>> shards;                       // an explicit grid
+};
+
+// Table name -> its sharding.
+using PlanSpec = std::map<std::string, ParameterSharding>;
+
+StatusOr<PlanSpec> ParsePlanJson(const std::string& json_text, const std::string& source);
+StatusOr<PlanSpec> LoadPlanFile(const std::filesystem::path& path);
+
+struct PlanRequest {
+  std::vector<EmbeddingTableConfig> tables;
+  int world_size = 1;
+  int ranks_per_host = 1;
+  std::vector<int64_t> memory_bytes_per_rank;  // empty: unlimited
+  std::string default_kernel = "cpu";
+  std::optional<PlanSpec> spec;  // from a plan file
+  std::string sharder;           // one sharder for every table ("" : the balanced table-wise default)
+  // Optimizer state per full row, in bytes (0: none).
+  std::function<int64_t(const EmbeddingTableConfig&)> state_bytes_per_row;
+};
+
+struct ShardedTable {
+  EmbeddingTableConfig config;
+  ParameterSharding sharding;  // as planned: sharder, kernel, ranks filled in
+  TablePlacement placement;
+};
+
+struct ShardingPlan {
+  int world_size = 1;
+  int ranks_per_host = 1;
+  std::vector<ShardedTable> tables;     // in the request's table order
+  std::vector<int64_t> bytes_per_rank;  // weights + optimizer state
+};
+
+StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanRequest& request);
+
+// The plan as a table for people: per table its type, kernel, ranks, the
+// shards (rows x cols @ rank) and then bytes per rank.
+std::string FormatPlan(const ShardingPlan& plan);
+
+// The plan as a plan file (explicit shards included), so a run can be
+// repeated exactly.
+std::string PlanToJson(const ShardingPlan& plan);
+
+}  // namespace shardrec
