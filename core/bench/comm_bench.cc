@@ -87,6 +87,7 @@ Buffers Layout(CommBenchOp op, int n, int64_t bytes) {
       b.send = Tensor::Zeros(dtype::kFloat32, {per * n});
       b.recv = Tensor::Zeros(dtype::kFloat32, {per * n});
       break;
+    default: break;  // ParseCommBenchOp admits only the four above
   }
   return b;
 }
@@ -97,6 +98,7 @@ Status Run(const ProcessGroup& g, CommBenchOp op, Buffers& b) {
     case CommBenchOp::kReduceScatterV: return g.ReduceScatterV(b.send, &b.recv, b.counts);
     case CommBenchOp::kAllGatherV: return g.AllGatherV(b.send, &b.recv, b.counts);
     case CommBenchOp::kAllReduce: return g.AllReduce(b.send, &b.recv);
+    default: break;
   }
   return InternalError("unknown op");
 }
@@ -116,16 +118,6 @@ StatusOr<CommBenchOp> ParseCommBenchOp(const std::string& name) {
   }
   return InvalidArgumentError("unknown op '" + name +
                               "': all_to_all_v, reduce_scatter_v, all_gather_v or all_reduce");
-}
-
-const char* CommBenchOpName(CommBenchOp op) {
-  switch (op) {
-    case CommBenchOp::kAllToAllV: return "all_to_all_v";
-    case CommBenchOp::kReduceScatterV: return "reduce_scatter_v";
-    case CommBenchOp::kAllGatherV: return "all_gather_v";
-    case CommBenchOp::kAllReduce: return "all_reduce";
-  }
-  return "?";
 }
 
 StatusOr<CommBenchResult> RunCommBench(const ProcessGroup& g, const CommBenchConfig& c,

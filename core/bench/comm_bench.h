@@ -19,12 +19,15 @@
 #include <string>
 
 #include "shardrec/core/comm/process_group.h"
+#include "shardrec/sdk/collective_ops.hpp"
 
 namespace shardrec::bench {
 
-enum class CommBenchOp { kAllToAllV, kReduceScatterV, kAllGatherV, kAllReduce };
+// The collectives the bench times: all_to_all_v, reduce_scatter_v,
+// all_gather_v and all_reduce, named as the SDK names them.
+using CommBenchOp = sdk::CollectiveOp;
 StatusOr<CommBenchOp> ParseCommBenchOp(const std::string& name);
-const char* CommBenchOpName(CommBenchOp op);
+inline const char* CommBenchOpName(CommBenchOp op) { return sdk::CollectiveName(op); }
 
 struct CommBenchConfig {
   CommBenchOp op = CommBenchOp::kAllToAllV;

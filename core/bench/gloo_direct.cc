@@ -10,8 +10,6 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
-#include <atomic>
-
 namespace shardrec::bench {
 
 namespace {
@@ -106,6 +104,7 @@ std::function<void()> GlooDirect::Prepare(CommBenchOp op, float* send, float* re
           ctx, std::vector<float*>{send}, static_cast<int>(per_rank * n),
           std::vector<int>(n, static_cast<int>(per_rank)));
       return [=] { impl->reduce_scatter->run(); };
+    default: break;
   }
   return [] {};
 }

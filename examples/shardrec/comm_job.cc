@@ -2,9 +2,8 @@
 #include "comm_job.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <iostream>
-#include <thread>
+#include <optional>
 
 #include "shardrec/core/launch/dist_env.h"
 #include "standalone.h"
@@ -27,29 +26,18 @@ void AddCommOptions(po::options_description& desc, CommFlags* f) {
 
 namespace {
 
-// A run id for launchers that give none (mpirun, Slurm, torchrun without
-// --rdzv-id): their job ids, so back-to-back jobs on one rendezvous do not
-// meet each other's keys; "shardrec" only when nothing identifies the job.
-std::string DefaultRunId() {
-  auto env = [](const char* name) -> std::string {
-    const char* v = std::getenv(name);
-    return v != nullptr ? v : "";
-  };
-  if (!env("SLURM_JOB_ID").empty()) return "slurm_" + env("SLURM_JOB_ID") + "_" + env("SLURM_STEP_ID");
-  for (const char* name : {"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", "OMPI_MCA_ess_base_jobid", "PMI_JOBID"}) {
-    if (!env(name).empty()) return std::string("mpi_") + env(name);
-  }
-  if (!env("MASTER_PORT").empty()) return "torchrun_" + env("MASTER_ADDR") + "_" + env("MASTER_PORT");
-  return "shardrec";
-}
-
-int RunGroup(const HostSession& session, const ProcessGroupConfig& config, const RankBody& body) {
-  auto group = ProcessGroup::Create(session.registry, config);
+// The body's exit code, or kExitFailure after printing why the rank could
+// not join.
+int Finish(int rank, StatusOr<ProcessGroup> group, const RankBody& body) {
   if (!group.ok()) {
-    std::cerr << "rank " << config.placement.rank << ": cannot join the job: " << group.status().message() << "\n";
+    std::cerr << "rank " << rank << ": cannot join the job: " << group.status().message() << "\n";
     return kExitFailure;
   }
   return body(group.value());
+}
+
+int RunGroup(const HostSession& session, const ProcessGroupConfig& config, const RankBody& body) {
+  return Finish(config.placement.rank, ProcessGroup::Create(session.registry, config), body);
 }
 
 }  // namespace
@@ -90,26 +78,29 @@ int RunOnRanks(const std::string& command_words, const std::vector<std::string>&
       // Ranks as threads, meeting in this process.
       config.rendezvous = "local:" + (flags.run_id.empty() ? NewRunId() : flags.run_id);
       config.prefix = "job";
-      std::vector<int> codes(world, kExitOk);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < world; ++r) {
-        threads.emplace_back([&, r] {
-          ProcessGroupConfig c = config;
-          c.placement = {r, world, r, world};
-          codes[r] = RunGroup(session, c, body);
-        });
+      auto ref = session.registry.Find(SR_KIND_COMM, flags.comm);
+      if (!ref.ok()) {
+        std::cerr << me << ref.status().message() << "\n";
+        return kExitFailure;
       }
-      for (auto& t : threads) t.join();
+      std::vector<int> codes(world, kExitOk);
+      RunRanksAsThreads(ref.value(), config, world, [&](int r, StatusOr<ProcessGroup> group) {
+        codes[r] = Finish(r, std::move(group), body);
+      });
       return *std::max_element(codes.begin(), codes.end());
     }
     if (auto spawned = SpawnStandaloneRanks(command_words, args, world)) return *spawned;
-    // One rank on its own: a private rendezvous.
-    auto dir = TempRendezvousDir::Create();
-    if (!dir.ok()) {
-      std::cerr << me << dir.status().message() << "\n";
-      return kExitFailure;
+    // One rank on its own: a private rendezvous unless one was given.
+    std::optional<TempRendezvousDir> dir;
+    if (flags.rdzv.empty()) {
+      auto made = TempRendezvousDir::Create();
+      if (!made.ok()) {
+        std::cerr << me << made.status().message() << "\n";
+        return kExitFailure;
+      }
+      dir.emplace(std::move(made).value());
     }
-    config.rendezvous = flags.rdzv.empty() ? dir->rdzv() : flags.rdzv;
+    config.rendezvous = dir ? dir->rdzv() : flags.rdzv;
     config.prefix = flags.run_id.empty() ? NewRunId() : flags.run_id;
     return RunGroup(session, config, body);
   }
@@ -131,7 +122,9 @@ int RunOnRanks(const std::string& command_words, const std::vector<std::string>&
               << "(shardrec launch sets it; under " << env->source << " set it yourself)\n";
     return kExitUsage;
   }
-  if (config.prefix.empty()) config.prefix = DefaultRunId();
+  // Without a run id, the launcher's job id keeps back-to-back jobs on one
+  // rendezvous apart; "shardrec" only when nothing identifies the job.
+  if (config.prefix.empty()) config.prefix = env->job_id.empty() ? "shardrec" : env->job_id;
   config.placement = {env->rank, env->world_size, env->local_rank, env->local_world_size};
   return RunGroup(session, config, body);
 }

@@ -52,7 +52,7 @@ using sdk::Collective;
 using sdk::CollectiveOp;
 
 struct Settings {
-  std::string hostname, iface, algorithm = "ring";
+  ::gloo::AllreduceOptions::Algorithm algorithm = ::gloo::AllreduceOptions::Algorithm::RING;
   bool check_args = false;
 };
 
@@ -87,32 +87,29 @@ class GlooComm {
     auto shared = std::make_shared<Shared>();
     sdk::Options options(a.options, "comm gloo");
     const bool one_host = a.local_world_size == a.world_size;
-    shared->settings.iface = options.GetString("iface", "");
-    shared->settings.hostname = options.GetString("hostname", one_host && shared->settings.iface.empty() ? "127.0.0.1" : "");
-    shared->settings.algorithm = options.GetString("algorithm", "ring");
+    ::gloo::transport::tcp::attr attr;
+    attr.iface = options.GetString("iface", "");
+    attr.hostname = options.GetString("hostname", one_host && attr.iface.empty() ? "127.0.0.1" : "");
+    const std::string algorithm = options.GetString("algorithm", "ring");
     shared->settings.check_args = options.GetBool("check_args", false);
     options.Finish();
-    if (shared->settings.algorithm != "ring" && shared->settings.algorithm != "bcube") {
-      throw sdk::InvalidArgument("comm gloo: algorithm must be ring or bcube, got '" + shared->settings.algorithm + "'");
+    if (algorithm != "ring" && algorithm != "bcube") {
+      throw sdk::InvalidArgument("comm gloo: algorithm must be ring or bcube, got '" + algorithm + "'");
     }
+    if (algorithm == "bcube") shared->settings.algorithm = ::gloo::AllreduceOptions::Algorithm::BCUBE;
     shared->store = sdk::StoreOf(a);
     if (!shared->store.valid()) {
       throw sdk::Error(SR_FAILED_PRECONDITION,
                        "comm gloo needs the host's rendezvous store (a host with plugin ABI 1.1 or newer)");
     }
     shared->timeout_ms = a.timeout_ms;
-    ::gloo::transport::tcp::attr attr;
-    attr.hostname = shared->settings.hostname;
-    attr.iface = shared->settings.iface;
     try {
       shared->device = ::gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
       throw sdk::Error(SR_UNAVAILABLE, std::string("comm gloo: cannot open a TCP device on '") +
                                            (attr.iface.empty() ? attr.hostname : attr.iface) + "': " + e.what());
     }
-    std::vector<int> globals(a.world_size);
-    for (int r = 0; r < a.world_size; ++r) globals[r] = r;
-    Init(std::move(shared), "gloo/world", a.rank, std::move(globals));
+    Init(std::move(shared), "gloo/world", a.rank, sdk::IdentityRanks(a.world_size));
   }
 
   GlooComm(std::shared_ptr<Shared> shared, std::string scope, int rank, std::vector<int> global_ranks) {
@@ -130,10 +127,8 @@ class GlooComm {
 
   std::shared_ptr<sdk::Request> Post(Collective c) {
     const int64_t seq = ++posted_;
-    const std::string what = std::string(sdk::CollectiveName(c.op)) + " (collective #" + std::to_string(seq) + ")";
-    return worker_->Submit(
-        what, [this, seq, c = std::move(c)] { Run(seq, c); }, [this, seq] { return monitor_->Diagnose(seq); },
-        shared_->timeout_ms);
+    return worker_->Submit(sdk::CollectiveName(c.op), seq, [this, seq, c = std::move(c)] { Run(seq, c); },
+                           [this, seq] { return monitor_->Diagnose(seq); });
   }
 
   std::unique_ptr<GlooComm> Split(int32_t color, int32_t key) {
@@ -141,7 +136,7 @@ class GlooComm {
     const int64_t split_index = ++splits_;
     auto result = std::make_shared<std::unique_ptr<GlooComm>>();
     auto job = worker_->Submit(
-        "split (collective #" + std::to_string(seq) + ")",
+        "split", seq,
         [this, seq, split_index, color, key, result] {
           monitor_->Started(seq);
           std::vector<int64_t> mine = {color, key}, all(2 * world_size());
@@ -162,7 +157,7 @@ class GlooComm {
               shared_, scope_ + "/split" + std::to_string(split_index) + "/color" + std::to_string(color), group.rank,
               std::move(group.global_ranks));
         },
-        [this, seq] { return monitor_->Diagnose(seq); }, shared_->timeout_ms);
+        [this, seq] { return monitor_->Diagnose(seq); });
     job->Wait(2 * shared_->timeout_ms);  // the peers' split, then the new mesh
     return std::move(*result);
   }
@@ -176,17 +171,19 @@ class GlooComm {
     monitor_ = std::make_unique<sdk::PeerMonitor>(shared_->store, scope_, rank_, global_ranks_, shared_->timeout_ms);
     HostStore store(shared_->store, scope_ + "/mesh", shared_->timeout_ms);
     context_ = std::make_shared<::gloo::rendezvous::Context>(rank_, world_size());
-    context_->setTimeout(OpTimeout());
+    op_timeout_ = OpTimeout();
+    context_->setTimeout(op_timeout_);
     try {
       context_->connectFullMesh(store, shared_->device);
     } catch (const sdk::Error& e) {
       throw sdk::Error(e.code(), "comm gloo: rank " + std::to_string(global_ranks_[rank_]) +
-                                     " could not meet its peers: " + e.what() + Waiting(0));
+                                     " could not meet its peers: " + e.what() + monitor_->Blame(0));
     } catch (const std::exception& e) {
       throw sdk::Error(SR_UNAVAILABLE, "comm gloo: rank " + std::to_string(global_ranks_[rank_]) +
-                                           " could not connect to its peers: " + e.what() + Waiting(0));
+                                           " could not connect to its peers: " + e.what() + monitor_->Blame(0));
     }
-    worker_ = std::make_unique<sdk::OrderedWorker>();
+    worker_ = std::make_unique<sdk::OrderedWorker>(shared_->timeout_ms);
+    srcs_.resize(world_size());
   }
 
   // Gloo's own timeout leaves room for the heartbeat diagnosis and a margin,
@@ -196,12 +193,7 @@ class GlooComm {
     const int64_t t = shared_->timeout_ms;
     return std::chrono::milliseconds(std::max<int64_t>(1, t - monitor_->diagnose_ms() - std::max<int64_t>(100, t / 20)));
   }
-
-  // The heartbeat diagnosis, as a suffix for an error message.
-  std::string Waiting(int64_t seq) const {
-    const std::string why = monitor_->Diagnose(seq);
-    return why.empty() ? "" : " [" + why + "]";
-  }
+  std::chrono::milliseconds op_timeout_{0};  // OpTimeout(), fixed once the monitor exists
 
   // Gloo tags must differ between operations in flight; the collective's
   // number does (it wraps after 4 billion, long after any op finished).
@@ -218,7 +210,7 @@ class GlooComm {
     } catch (const std::exception& e) {
       const std::string msg = e.what();
       const bool timed_out = msg.find("imed out") != std::string::npos;
-      throw sdk::Error(timed_out ? SR_DEADLINE_EXCEEDED : SR_UNAVAILABLE, "gloo: " + msg + Waiting(seq));
+      throw sdk::Error(timed_out ? SR_DEADLINE_EXCEEDED : SR_UNAVAILABLE, "gloo: " + msg + monitor_->Blame(seq));
     }
   }
 
@@ -236,13 +228,13 @@ class GlooComm {
     for (int q = 0; q < n; ++q) decoded.push_back(sdk::DecodeArguments(all.data() + q * mine.size(), n));
     std::vector<const Collective*> ops;
     for (const Collective& d : decoded) ops.push_back(&d);
-    sdk::CheckAgreement(ops, global_ranks_, seq);
+    sdk::CheckAgreement(ops, global_ranks_);
   }
 
   void Run(int64_t seq, const Collective& c) {
     monitor_->Started(seq);
     if (shared_->settings.check_args) CheckArguments(seq, c);
-    const auto timeout = OpTimeout();
+    const auto timeout = op_timeout_;
     const int n = world_size();
     auto bytes = [&](const std::vector<int64_t>& counts) {
       std::vector<int64_t> b(counts.size());
@@ -284,8 +276,7 @@ class GlooComm {
             const void* srcs[2] = {a, b};
             sdk::ReduceMany(dtype, op, out, srcs, 2, static_cast<int64_t>(count));
           });
-          o.setAlgorithm(shared_->settings.algorithm == "bcube" ? ::gloo::AllreduceOptions::Algorithm::BCUBE
-                                                                : ::gloo::AllreduceOptions::Algorithm::RING);
+          o.setAlgorithm(shared_->settings.algorithm);
           o.setTag(Tag(seq));
           o.setTimeout(timeout);
           ::gloo::allreduce(o);
@@ -306,12 +297,11 @@ class GlooComm {
           o.setTag(Tag(seq));
           o.setTimeout(timeout);
           ::gloo::alltoallv(o);
-          std::vector<const void*> srcs(n);
           for (int q = 0; q < n; ++q) {
-            srcs[q] = q == rank_ ? static_cast<const void*>(c.send + c.Bytes(c.recv_displs[rank_]))
+            srcs_[q] = q == rank_ ? static_cast<const void*>(c.send + c.Bytes(c.recv_displs[rank_]))
                                  : static_cast<const void*>(scratch_.data() + slice * q);
           }
-          sdk::ReduceMany(c.dtype, c.reduce_op, c.recv, srcs.data(), n, mine);
+          sdk::ReduceMany(c.dtype, c.reduce_op, c.recv, srcs_.data(), n, mine);
           break;
         }
         case CollectiveOp::kBroadcast: {
@@ -369,6 +359,7 @@ class GlooComm {
       size_ = n;
     }
   } scratch_;
+  std::vector<const void*> srcs_;  // reduce_scatter_v's sources, sized once
   std::unique_ptr<sdk::OrderedWorker> worker_;
 };
 

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,31 +33,19 @@ std::string WorldName(const sr_comm_create_args& a) {
   return std::string(a.prefix ? a.prefix : "") + "/" + rdzv.substr(6);
 }
 
-// Every rank checks the same published arguments, so every rank reports
-// the same error. Returns it rather than throwing: a rank must not leave
-// (and free its arguments) while peers still read them.
-std::optional<sdk::Error> Disagreement(LocalWorld& w, const std::vector<int>& global_ranks, int64_t seq) {
-  std::vector<const Collective*> ops(w.size());
-  for (int q = 0; q < w.size(); ++q) ops[q] = w.slot(q).op;
-  try {
-    sdk::CheckAgreement(ops, global_ranks, seq);
-  } catch (const sdk::Error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
-
 class LocalComm {
  public:
   explicit LocalComm(const sr_comm_create_args& a)
-      : rank_(a.rank), timeout_ms_(a.timeout_ms), global_ranks_(a.world_size) {
+      : rank_(a.rank), timeout_ms_(a.timeout_ms), global_ranks_(sdk::IdentityRanks(a.world_size)) {
     sdk::Options options(a.options, "comm local");
     options.Finish();
-    for (int r = 0; r < a.world_size; ++r) global_ranks_[r] = r;
     world_ = LocalWorld::Join(WorldName(a), a.world_size, a.rank, a.timeout_ms);
+    SizeScratch();
   }
   LocalComm(std::shared_ptr<LocalWorld> world, int rank, int64_t timeout_ms, std::vector<int> global_ranks)
-      : rank_(rank), timeout_ms_(timeout_ms), global_ranks_(std::move(global_ranks)), world_(std::move(world)) {}
+      : rank_(rank), timeout_ms_(timeout_ms), global_ranks_(std::move(global_ranks)), world_(std::move(world)) {
+    SizeScratch();
+  }
   ~LocalComm() {
     worker_.reset();  // finishes the running collective, cancels the rest
     world_->Leave(rank_);
@@ -70,10 +57,9 @@ class LocalComm {
 
   std::shared_ptr<sdk::Request> Post(Collective c) {
     const int64_t seq = ++posted_;
-    const std::string what = std::string(sdk::CollectiveName(c.op)) + " (collective #" + std::to_string(seq) + ")";
-    return worker_->Submit(
-        what, [this, seq, c = std::move(c)] { Run(seq, c); },
-        [this, seq] { return world_->DescribeLaggards(seq, global_ranks_); }, timeout_ms_);
+    const char* op = sdk::CollectiveName(c.op);
+    return worker_->Submit(op, seq, [this, seq, c = std::move(c)] { Run(seq, c); },
+                           [this, seq] { return world_->DescribeLaggards(seq, global_ranks_); });
   }
 
   std::unique_ptr<LocalComm> Split(int32_t color, int32_t key) {
@@ -82,18 +68,13 @@ class LocalComm {
     // Shared with the job, which may outlive this call when Wait times out.
     auto result = std::make_shared<std::unique_ptr<LocalComm>>();
     auto job = worker_->Submit(
-        "split (collective #" + std::to_string(seq) + ")",
+        "split", seq,
         [this, seq, split_index, color, key, result] {
           Collective marker;  // barrier-shaped, so peers check they all split
           LocalWorld::Slot& mine = world_->slot(rank_);
-          mine.op = &marker;
           mine.color = color;
           mine.key = key;
-          Phase(seq, 0, "split");
-          if (auto e = Disagreement(*world_, global_ranks_, seq)) {
-            Phase(seq, 2, "split");
-            throw *e;
-          }
+          PublishAndCheck(seq, marker, "split");
           std::vector<int64_t> colors(world_size()), keys(world_size());
           for (int q = 0; q < world_size(); ++q) {
             colors[q] = world_->slot(q).color;
@@ -106,24 +87,41 @@ class LocalComm {
           auto sub = LocalWorld::Join(name, static_cast<int>(group.global_ranks.size()), group.rank, timeout_ms_);
           *result = std::make_unique<LocalComm>(std::move(sub), group.rank, timeout_ms_, std::move(group.global_ranks));
         },
-        [this, seq] { return world_->DescribeLaggards(seq, global_ranks_); }, timeout_ms_);
+        [this, seq] { return world_->DescribeLaggards(seq, global_ranks_); });
     job->Wait(2 * timeout_ms_);  // two waits inside: the peers' split and their join
     return std::move(*result);
   }
 
  private:
+  // Per-collective buffers, sized once (the worker runs one collective at a time).
+  void SizeScratch() {
+    ops_.resize(world_size());
+    srcs_.resize(world_size());
+  }
+
   void Phase(int64_t seq, int k, const char* what) {
     world_->Arrive(rank_, seq * LocalWorld::kPhasesPerCollective + k, seq, what, timeout_ms_, global_ranks_);
   }
 
+  // Publishes `c`, waits until every rank has, and checks that the ranks'
+  // arguments agree. Every rank checks the same published arguments, so
+  // every rank throws the same error, and only after phase 2: a rank must
+  // not leave (and free its arguments) while peers still read them.
+  void PublishAndCheck(int64_t seq, const Collective& c, const char* what) {
+    world_->slot(rank_).op = &c;
+    Phase(seq, 0, what);
+    for (int q = 0; q < world_size(); ++q) ops_[q] = world_->slot(q).op;
+    try {
+      sdk::CheckAgreement(ops_, global_ranks_);
+    } catch (const sdk::Error&) {
+      Phase(seq, 2, what);
+      throw;
+    }
+  }
+
   void Run(int64_t seq, const Collective& c) {
     const char* what = sdk::CollectiveName(c.op);
-    world_->slot(rank_).op = &c;
-    Phase(seq, 0, what);  // every rank's arguments are visible
-    if (auto e = Disagreement(*world_, global_ranks_, seq)) {
-      Phase(seq, 2, what);  // peers are done reading this rank's arguments
-      throw *e;
-    }
+    PublishAndCheck(seq, c, what);
     const int n = world_size();
     auto peer = [&](int q) -> const Collective& { return *world_->slot(q).op; };
     switch (c.op) {
@@ -139,16 +137,14 @@ class LocalComm {
         }
         break;
       case CollectiveOp::kReduceScatterV: {
-        std::vector<const void*> srcs(n);
-        for (int q = 0; q < n; ++q) srcs[q] = peer(q).send + c.Bytes(c.recv_displs[rank_]);
-        sdk::ReduceMany(c.dtype, c.reduce_op, c.recv, srcs.data(), n, c.recv_counts[rank_]);
+        for (int q = 0; q < n; ++q) srcs_[q] = peer(q).send + c.Bytes(c.recv_displs[rank_]);
+        sdk::ReduceMany(c.dtype, c.reduce_op, c.recv, srcs_.data(), n, c.recv_counts[rank_]);
         break;
       }
       case CollectiveOp::kAllReduce: {
         auto lo = [&](int q) { return c.recv_numel * q / n; };
-        std::vector<const void*> srcs(n);
-        for (int q = 0; q < n; ++q) srcs[q] = peer(q).send + c.Bytes(lo(rank_));
-        sdk::ReduceMany(c.dtype, c.reduce_op, c.recv + c.Bytes(lo(rank_)), srcs.data(), n, lo(rank_ + 1) - lo(rank_));
+        for (int q = 0; q < n; ++q) srcs_[q] = peer(q).send + c.Bytes(lo(rank_));
+        sdk::ReduceMany(c.dtype, c.reduce_op, c.recv + c.Bytes(lo(rank_)), srcs_.data(), n, lo(rank_ + 1) - lo(rank_));
         Phase(seq, 1, what);  // every chunk is reduced in its owner's recv
         for (int q = 0; q < n; ++q) {
           if (q != rank_) std::memcpy(c.recv + c.Bytes(lo(q)), peer(q).recv + c.Bytes(lo(q)), c.Bytes(lo(q + 1) - lo(q)));
@@ -168,7 +164,9 @@ class LocalComm {
   std::vector<int> global_ranks_;
   std::shared_ptr<LocalWorld> world_;
   int64_t posted_ = 0, splits_ = 0;
-  std::unique_ptr<sdk::OrderedWorker> worker_ = std::make_unique<sdk::OrderedWorker>();
+  std::vector<const Collective*> ops_;
+  std::vector<const void*> srcs_;
+  std::unique_ptr<sdk::OrderedWorker> worker_ = std::make_unique<sdk::OrderedWorker>(timeout_ms_);
 };
 
 const sr_named_value kAttributes[] = {

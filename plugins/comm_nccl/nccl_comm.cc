@@ -471,10 +471,7 @@ class CommState : public std::enable_shared_from_this<CommState> {
   }
 
   // " [why]" from the heartbeats, or "" when every peer looks healthy.
-  std::string Blame(int64_t seq) const {
-    const std::string why = monitor_->Diagnose(seq);
-    return why.empty() ? "" : " [" + why + "]";
-  }
+  std::string Blame(int64_t seq) const { return monitor_->Blame(seq); }
 
  private:
   void ReleaseCuda() noexcept {
@@ -674,9 +671,7 @@ class NcclComm {
                        "comm nccl needs the host's rendezvous store (a host with plugin ABI 1.1 or newer)");
     }
     UseDevice(shared->device);
-    std::vector<int> globals(a.world_size);
-    for (int r = 0; r < a.world_size; ++r) globals[r] = r;
-    state_ = std::make_shared<CommState>(shared, "nccl/world", a.rank, std::move(globals));
+    state_ = std::make_shared<CommState>(shared, "nccl/world", a.rank, sdk::IdentityRanks(a.world_size));
 
     const std::string id_key = state_->scope() + "/unique_id";
     ncclUniqueId id;

@@ -40,10 +40,7 @@ class RowWise {
     const Request r = ReadRequest("row_wise", a);
     sdk::Options o(a.options, "sharder row_wise, table '" + r.table + "'");
     o.Finish();
-    std::vector<sr_shard> shards;
-    int rank = 0;
-    for (auto [offset, count] : RowBlocks(r.rows, r.world)) shards.push_back(Shard(offset, count, 0, r.cols, rank++));
-    Emit(a, shards, SR_PLACEMENT_GRID);
+    Emit(a, RowShards(r, r.world, 0), SR_PLACEMENT_GRID);
   }
 };
 
@@ -90,12 +87,7 @@ class TableRowWise {
     sdk::Options o(a.options, "sharder table_row_wise, " + who);
     const int host = RankOption(o, "host", HashedChoice(r.table, r.hosts()), r.hosts(), who);
     o.Finish();
-    std::vector<sr_shard> shards;
-    int rank = host * r.ranks_per_host;
-    for (auto [offset, count] : RowBlocks(r.rows, r.ranks_per_host)) {
-      shards.push_back(Shard(offset, count, 0, r.cols, rank++));
-    }
-    Emit(a, shards, SR_PLACEMENT_GRID);
+    Emit(a, RowShards(r, r.ranks_per_host, host * r.ranks_per_host), SR_PLACEMENT_GRID);
   }
 };
 

@@ -47,15 +47,12 @@ inline Request ReadRequest(const char* sharder, const sr_shard_table_args& a) {
   return r;
 }
 
-// Writes min(needed, capacity) shards and the count and placement: the
-// size-query protocol of sr_shard_table_args.
+// Writes min(needed, capacity) shards (made by Shard(), struct_size set) and
+// the count and placement: the size-query protocol of sr_shard_table_args.
 inline void Emit(const sr_shard_table_args& a, const std::vector<sr_shard>& shards, int32_t placement) {
   *a.num_shards = shards.size();
   *a.placement = placement;
-  for (size_t i = 0; i < shards.size() && i < a.shards_capacity; ++i) {
-    a.shards[i] = shards[i];
-    a.shards[i].struct_size = SR_STRUCT_SIZE(sr_shard, rank);
-  }
+  for (size_t i = 0; i < shards.size() && i < a.shards_capacity; ++i) a.shards[i] = shards[i];
 }
 
 inline sr_shard Shard(int64_t row_offset, int64_t num_rows, int64_t col_offset, int64_t num_cols, int rank) {
@@ -81,6 +78,14 @@ inline std::vector<std::pair<int64_t, int64_t>> RowBlocks(int64_t rows, int part
     out.emplace_back(begin, end - begin);
   }
   return out;
+}
+
+// RowBlocks over `parts` consecutive ranks from `first_rank`, whole rows.
+inline std::vector<sr_shard> RowShards(const Request& r, int parts, int first_rank) {
+  std::vector<sr_shard> shards;
+  int rank = first_rank;
+  for (auto [offset, count] : RowBlocks(r.rows, parts)) shards.push_back(Shard(offset, count, 0, r.cols, rank++));
+  return shards;
 }
 
 // Where a table goes when no rank is given: a stable hash of its name

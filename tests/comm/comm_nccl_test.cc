@@ -25,6 +25,7 @@
 #include "shardrec/core/comm/process_group.h"
 #include "shardrec/core/host_services.h"
 #include "shardrec/core/plugin_registry.h"
+#include "shardrec/sdk/collective_ops.hpp"
 #include "shardrec/sdk/half.hpp"
 
 namespace shardrec {
@@ -62,7 +63,6 @@ const DType kInt64{"int64", {kDLInt, 64, 1}};
 const DType kUInt8{"uint8", {kDLUInt, 8, 1}};
 const DType kReducible[] = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64};
 
-size_t ElemSize(DLDataType t) { return t.bits / 8; }
 
 // Element `i` of rank `rank`'s input: in [-8, 8] (in [0, 16] for uint8).
 double Value(int rank, int64_t i, DLDataType t) {
@@ -71,9 +71,9 @@ double Value(int rank, int64_t i, DLDataType t) {
 }
 
 std::vector<uint8_t> Encode(DLDataType t, const std::vector<double>& v) {
-  std::vector<uint8_t> out(v.size() * ElemSize(t));
+  std::vector<uint8_t> out(v.size() * DTypeSize(t));
   for (size_t i = 0; i < v.size(); ++i) {
-    uint8_t* p = out.data() + i * ElemSize(t);
+    uint8_t* p = out.data() + i * DTypeSize(t);
     if (t.code == kDLFloat && t.bits == 32) {
       const float x = static_cast<float>(v[i]);
       std::memcpy(p, &x, 4);
@@ -99,9 +99,9 @@ std::vector<uint8_t> Encode(DLDataType t, const std::vector<double>& v) {
 }
 
 std::vector<double> Decode(DLDataType t, const std::vector<uint8_t>& bytes) {
-  std::vector<double> out(bytes.size() / ElemSize(t));
+  std::vector<double> out(bytes.size() / DTypeSize(t));
   for (size_t i = 0; i < out.size(); ++i) {
-    const uint8_t* p = bytes.data() + i * ElemSize(t);
+    const uint8_t* p = bytes.data() + i * DTypeSize(t);
     if (t.code == kDLFloat && t.bits == 32) {
       float x;
       std::memcpy(&x, p, 4);
@@ -137,14 +137,13 @@ double Combine(int32_t op, double a, double b) {
   return std::min(a, b);
 }
 
-const char* OpName(int32_t op) { return op == SR_REDUCE_SUM ? "sum" : op == SR_REDUCE_MAX ? "max" : "min"; }
 
 // A 1-D tensor in device memory. Not movable: its DLTensor points at its
 // own shape.
 class DeviceBuffer {
  public:
   DeviceBuffer(DLDataType dtype, int64_t numel, int device) : shape_(numel) {
-    bytes_ = static_cast<size_t>(numel) * ElemSize(dtype);
+    bytes_ = static_cast<size_t>(numel) * DTypeSize(dtype);
     EXPECT_EQ(cudaSetDevice(device), cudaSuccess);
     EXPECT_EQ(cudaMalloc(&data_, std::max<size_t>(bytes_, 1)), cudaSuccess);
     dl_.data = data_;
@@ -299,7 +298,7 @@ std::string EveryCollective(const Communicator& comm, int rank, int world, int d
         a.recv_counts = counts.data();
         a.reduce_op = op;
         const std::string what =
-            std::string("reduce_scatter_v ") + t.name + " " + OpName(op) + ", " + shape + " (" + where + ")";
+            std::string("reduce_scatter_v ") + t.name + " " + sdk::ReduceOpName(op) + ", " + shape + " (" + where + ")";
         PostAndWait(f, what, comm.ReduceScatterV(a));
         for (int64_t i = 0; i < counts[rank]; ++i) {
           want[i] = Value(0, displs[rank] + i, t.dl);
@@ -324,7 +323,7 @@ std::string EveryCollective(const Communicator& comm, int rank, int world, int d
         send.Upload(mine);
         sr_collective_args a = Args(send.dl(), in_place ? send.dl() : recv.dl(), stream);
         a.reduce_op = op;
-        const std::string what = std::string("all_reduce ") + t.name + " " + OpName(op) +
+        const std::string what = std::string("all_reduce ") + t.name + " " + sdk::ReduceOpName(op) +
                                  (in_place ? ", in place" : "") + " (" + where + ")";
         PostAndWait(f, what, comm.AllReduce(a));
         f.Compare(what, (in_place ? send : recv).Download(), want);

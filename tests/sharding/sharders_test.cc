@@ -24,24 +24,8 @@ std::ostream& operator<<(std::ostream& os, const Cell& c) {
             << ", rank " << c.rank << "}";
 }
 
-sr_table_desc Table(const char* name, int64_t rows, int64_t cols) {
-  sr_table_desc t{};
-  t.struct_size = SR_STRUCT_SIZE(sr_table_desc, state_bytes_per_row);
-  t.name = name;
-  t.num_rows = rows;
-  t.num_cols = cols;
-  t.weight_dtype = {kDLFloat, 32, 1};
-  return t;
-}
-
-sr_topology Topology(int world, int per_host) {
-  sr_topology t{};
-  t.struct_size = SR_STRUCT_SIZE(sr_topology, memory_bytes_per_rank);
-  t.world_size = world;
-  t.ranks_per_host = per_host;
-  t.device_type = kDLCPU;
-  return t;
-}
+sr_table_desc Table(const char* name, int64_t rows, int64_t cols) { return MakeTableDesc(name, rows, cols); }
+sr_topology Topology(int world, int per_host) { return MakeTopology(world, per_host); }
 
 class Sharders : public ::testing::Test {
  protected:

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "shardrec/core/tensor/dtype_convert.h"
+#include "shardrec/sdk/collective_ops.hpp"
 
 namespace shardrec {
 namespace {
@@ -61,8 +62,6 @@ const Pattern kPatterns[] = {
     {"skewed", [](int, int d, int w, int64_t b) -> int64_t { return d == w - 1 ? b * 8 : 0; }},
 };
 constexpr int64_t kBase = 37;  // odd, so chunk splits never line up
-
-const char* OpName(int32_t op) { return op == SR_REDUCE_SUM ? "sum" : op == SR_REDUCE_MAX ? "max" : "min"; }
 
 double Reduce(int32_t op, double a, double b) {
   if (op == SR_REDUCE_SUM) return a + b;
@@ -157,7 +156,7 @@ class Checker {
   template <class Count>
   bool ReduceScatterV(const std::string& pattern, DLDataType t, int32_t op, Count count) {
     const std::string name =
-        "reduce_scatter_v " + DTypeName(t) + " " + OpName(op) + " " + pattern;
+        "reduce_scatter_v " + DTypeName(t) + " " + sdk::ReduceOpName(op) + " " + pattern;
     std::vector<int64_t> rc(w_);
     for (int q = 0; q < w_; ++q) rc[q] = count(0, q);
     Tensor send = Buffer(t, Sum(rc));
@@ -175,7 +174,7 @@ class Checker {
   }
 
   bool AllReduce(const std::string& what, DLDataType t, int32_t op, int64_t n, bool in_place) {
-    const std::string name = "all_reduce " + DTypeName(t) + " " + OpName(op) + " " + what;
+    const std::string name = "all_reduce " + DTypeName(t) + " " + sdk::ReduceOpName(op) + " " + what;
     // All-reduce wants equal sizes, so the guards are reduced too: they
     // hold kGuardAddend, small enough for exact bfloat16 sums.
     Tensor send = Buffer(t, n, kGuardAddend);

@@ -56,27 +56,43 @@ KvStore::KvStore() {
   };
 }
 
+StatusOr<RendezvousAddress> ParseRendezvous(const std::string& rendezvous) {
+  const std::string quoted = "'" + rendezvous + "'";
+  const size_t colon = rendezvous.find(':');
+  RendezvousAddress a;
+  a.kind = rendezvous.substr(0, colon);
+  const std::string rest = colon == std::string::npos ? "" : rendezvous.substr(colon + 1);
+  if (a.kind == "file" || a.kind == "local") {
+    if (rest.empty()) return InvalidArgumentError(quoted + " names no " + (a.kind == "file" ? "directory (file:DIR)" : "table (local:NAME)"));
+    a.where = rest;
+    return a;
+  }
+  if (a.kind == "redis") {
+    const size_t port_colon = rest.rfind(':');
+    if (port_colon == std::string::npos || port_colon == 0) return InvalidArgumentError(quoted + " is not redis:HOST:PORT");
+    const std::string port = rest.substr(port_colon + 1);
+    const char* first = port.data();
+    const char* last = port.data() + port.size();
+    auto [end, ec] = std::from_chars(first, last, a.port);
+    if (port.empty() || port[0] < '0' || port[0] > '9' || ec != std::errc() || end != last || a.port < 1 ||
+        a.port > 65535) {
+      return InvalidArgumentError(quoted + ": port '" + port + "' is not a number in 1..65535");
+    }
+    a.where = rest.substr(0, port_colon);
+    return a;
+  }
+  return InvalidArgumentError(quoted + " is neither file:DIR, redis:HOST:PORT nor local:NAME");
+}
+
 StatusOr<std::unique_ptr<KvStore>> OpenKvStore(const std::string& rendezvous, const std::string& prefix,
                                                int64_t default_timeout_ms) {
-  const size_t colon = rendezvous.find(':');
-  const std::string kind = rendezvous.substr(0, colon);
-  const std::string rest = colon == std::string::npos ? "" : rendezvous.substr(colon + 1);
   if (prefix.empty()) return InvalidArgumentError("rendezvous " + rendezvous + ": the job prefix is empty");
-  if (kind == "file" && !rest.empty()) return kv_store_impl::OpenFileStore(rest, prefix, default_timeout_ms);
-  if (kind == "local" && !rest.empty()) return kv_store_impl::OpenLocalStore(rest, prefix, default_timeout_ms);
-  if (kind == "redis") {
-    const size_t port_colon = rest.rfind(':');
-    int port = 0;
-    const char* first = rest.data() + (port_colon == std::string::npos ? 0 : port_colon + 1);
-    const char* last = rest.data() + rest.size();
-    if (port_colon != std::string::npos && port_colon > 0 &&
-        std::from_chars(first, last, port).ptr == last && port > 0 && port < 65536) {
-      return kv_store_impl::OpenRedisStore(rest.substr(0, port_colon), port, prefix, default_timeout_ms);
-    }
-    return InvalidArgumentError("rendezvous '" + rendezvous + "': expected redis:HOST:PORT");
-  }
-  return InvalidArgumentError("rendezvous '" + rendezvous +
-                              "': expected file:DIR, redis:HOST:PORT or local:NAME");
+  auto parsed = ParseRendezvous(rendezvous);
+  if (!parsed.ok()) return parsed.status().WithContext("rendezvous");
+  const RendezvousAddress& a = parsed.value();
+  if (a.kind == "file") return kv_store_impl::OpenFileStore(a.where, prefix, default_timeout_ms);
+  if (a.kind == "local") return kv_store_impl::OpenLocalStore(a.where, prefix, default_timeout_ms);
+  return kv_store_impl::OpenRedisStore(a.where, a.port, prefix, default_timeout_ms);
 }
 
 }  // namespace shardrec

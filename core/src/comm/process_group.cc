@@ -2,6 +2,7 @@
 #include "shardrec/core/comm/process_group.h"
 
 #include <cstring>
+#include <thread>
 
 namespace shardrec {
 
@@ -170,6 +171,19 @@ StatusOr<ProcessGroup> ProcessGroup::CrossHost() const {
   const int host = rank() / local_world_size();
   // One rank per host: each is alone on its "host" within the group.
   return Split(local_rank(), host, {host, num_hosts(), 0, 1});
+}
+
+void RunRanksAsThreads(const ComponentRef& comm, const ProcessGroupConfig& base, int world,
+                       const std::function<void(int rank, StatusOr<ProcessGroup> group)>& body) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      ProcessGroupConfig c = base;
+      c.placement = {r, world, r, world};
+      body(r, ProcessGroup::Create(comm, c));
+    });
+  }
+  for (auto& t : threads) t.join();
 }
 
 }  // namespace shardrec

@@ -8,7 +8,6 @@
 // backend that hangs fails here instead of hanging the kit.
 #include <atomic>
 #include <string>
-#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -39,20 +38,13 @@ std::vector<std::string> RunWorld(const ComponentRef& ref, const OptionList& opt
   std::vector<std::string> failures;
   std::vector<Status> errors(world);
   std::vector<CollectiveCheckReport> reports(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      ProcessGroupConfig c = base;
-      c.placement = {r, world, r, world};
-      auto group = ProcessGroup::Create(ref, c);
-      if (!group.ok()) {
-        errors[r] = group.status();
-        return;
-      }
-      reports[r] = RunCollectiveChecks(group.value(), {});
-    });
-  }
-  for (auto& t : threads) t.join();
+  RunRanksAsThreads(ref, base, world, [&](int r, StatusOr<ProcessGroup> group) {
+    if (!group.ok()) {
+      errors[r] = group.status();
+      return;
+    }
+    reports[r] = RunCollectiveChecks(group.value(), {});
+  });
   *create_error = errors[0];
   for (int r = 0; r < world; ++r) {
     if (!errors[r].ok() && r > 0) failures.push_back("rank " + std::to_string(r) + ": " + errors[r].message());

@@ -24,17 +24,8 @@ void CheckSharder(const ComponentRef& ref, const OptionList& options, Recorder& 
   };
   for (const Case& c : {Case{"100x16 table on 3 ranks", 100, 16, 3},
                         Case{"2x8 table on 4 ranks (fewer rows than ranks)", 2, 8, 4}}) {
-    sr_table_desc t{};
-    t.struct_size = SR_STRUCT_SIZE(sr_table_desc, state_bytes_per_row);
-    t.name = "conformance_table";
-    t.num_rows = c.rows;
-    t.num_cols = c.cols;
-    t.weight_dtype = {kDLFloat, 32, 1};
-    sr_topology topo{};
-    topo.struct_size = SR_STRUCT_SIZE(sr_topology, memory_bytes_per_rank);
-    topo.world_size = c.world;
-    topo.ranks_per_host = c.world;
-    topo.device_type = kDLCPU;
+    const sr_table_desc t = MakeTableDesc("conformance_table", c.rows, c.cols);
+    const sr_topology topo = MakeTopology(c.world, c.world);
     auto placed = PlaceTable(created.value(), t, topo);
     rec.ExpectOk(placed.status(), std::string("placement valid: ") + c.what);
   }

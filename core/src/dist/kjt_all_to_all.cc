@@ -1,22 +1,14 @@
 // KjtAllToAll (kjt_all_to_all.h). The input's lengths and ids for one
 // destination are contiguous (keys are grouped by destination), so they are
-// sent straight from the KJT's own arrays; only the receiver reorders.
+// sent in the KJT's own order (one copy into a tensor); only the receiver
+// reorders.
 #include "shardrec/core/dist/kjt_all_to_all.h"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 namespace shardrec {
 
-namespace {
-
-Tensor Int64Tensor(std::vector<int64_t> v) {
-  const int64_t n = static_cast<int64_t>(v.size());
-  return Tensor::FromVector<int64_t>(v, {n});
-}
-
-}  // namespace
 
 StatusOr<KeyedJaggedTensor> KjtAllToAll(const ProcessGroup& group, const KeyedJaggedTensor& input,
                                         const std::vector<int64_t>& splits) {
@@ -47,14 +39,15 @@ StatusOr<KeyedJaggedTensor> KjtAllToAll(const ProcessGroup& group, const KeyedJa
     }
     meta_send_counts[r] = kMeta * splits[r];
   }
-  Tensor meta_recv = Tensor::Zeros(dtype::kInt64, {kMeta * splits[me] * world});
-  SR_RETURN_IF_ERROR(group.AllToAllV(Int64Tensor(meta_send), meta_send_counts, &meta_recv, meta_recv_counts)
+  Tensor meta_recv = Tensor::Empty(dtype::kInt64, {kMeta * splits[me] * world});
+  SR_RETURN_IF_ERROR(group.AllToAllV(Tensor::FromVector(meta_send), meta_send_counts, &meta_recv, meta_recv_counts)
                          .WithContext("KJT all-to-all, sizes"));
   const int64_t mine = splits[me];
-  auto samples = [&](int s, int64_t k) { return meta_recv.data<int64_t>()[(s * mine + k) * kMeta]; };
-  auto ids = [&](int s, int64_t k) { return meta_recv.data<int64_t>()[(s * mine + k) * kMeta + 1]; };
+  const int64_t* meta = meta_recv.data<int64_t>();
+  auto samples = [&](int s, int64_t k) { return meta[(s * mine + k) * kMeta]; };
+  auto ids = [&](int s, int64_t k) { return meta[(s * mine + k) * kMeta + 1]; };
   for (int s = 0; s < world && mine > 0; ++s) {
-    if (meta_recv.data<int64_t>()[s * mine * kMeta + 2] != weighted) {
+    if (meta[s * mine * kMeta + 2] != weighted) {
       return InvalidArgumentError("KJT all-to-all: rank " + std::to_string(s) + (weighted ? " sends no" : " sends") +
                                   " weights, rank " + std::to_string(me) + (weighted ? " has them" : " has none"));
     }
@@ -72,15 +65,15 @@ StatusOr<KeyedJaggedTensor> KjtAllToAll(const ProcessGroup& group, const KeyedJa
   }
   const int64_t total_len = std::accumulate(len_recv.begin(), len_recv.end(), int64_t{0});
   const int64_t total_ids = std::accumulate(ids_recv.begin(), ids_recv.end(), int64_t{0});
-  Tensor lengths_in = Int64Tensor(input.lengths()), ids_in = Int64Tensor(input.values());
-  Tensor lengths_out = Tensor::Zeros(dtype::kInt64, {total_len}), ids_out = Tensor::Zeros(dtype::kInt64, {total_ids});
+  Tensor lengths_in = Tensor::FromVector(input.lengths()), ids_in = Tensor::FromVector(input.values());
+  Tensor lengths_out = Tensor::Empty(dtype::kInt64, {total_len}), ids_out = Tensor::Empty(dtype::kInt64, {total_ids});
   SR_ASSIGN_OR_RETURN(CommRequest r1, group.PostAllToAllV(lengths_in, len_send, &lengths_out, len_recv));
   SR_ASSIGN_OR_RETURN(CommRequest r2, group.PostAllToAllV(ids_in, ids_send, &ids_out, ids_recv));
   Tensor weights_in, weights_out;
   std::optional<CommRequest> r3;
   if (weighted) {
-    weights_in = Tensor::FromVector<float>(*input.weights(), {static_cast<int64_t>(input.weights()->size())});
-    weights_out = Tensor::Zeros(dtype::kFloat32, {total_ids});
+    weights_in = Tensor::FromVector(*input.weights());
+    weights_out = Tensor::Empty(dtype::kFloat32, {total_ids});
     SR_ASSIGN_OR_RETURN(CommRequest r, group.PostAllToAllV(weights_in, ids_send, &weights_out, ids_recv));
     r3.emplace(std::move(r));
   }
@@ -88,11 +81,12 @@ StatusOr<KeyedJaggedTensor> KjtAllToAll(const ProcessGroup& group, const KeyedJa
   SR_RETURN_IF_ERROR(r2.Wait(group.timeout_ms()).WithContext("KJT all-to-all, ids"));
   if (r3) SR_RETURN_IF_ERROR(r3->Wait(group.timeout_ms()).WithContext("KJT all-to-all, weights"));
 
-  // Recat: [source][key] blocks to [key][source].
-  std::vector<int64_t> len_at(world + 1, 0), ids_at(world + 1, 0);  // where each source's block starts
-  for (int s = 0; s < world; ++s) {
-    len_at[s + 1] = len_at[s] + len_recv[s];
-    ids_at[s + 1] = ids_at[s] + ids_recv[s];
+  // Recat: [source][key] blocks to [key][source]. Each source's blocks are
+  // read in key order, so one cursor per source walks its block once.
+  std::vector<int64_t> len_cur(world, 0), ids_cur(world, 0);  // where each source's next key starts
+  for (int s = 1; s < world; ++s) {
+    len_cur[s] = len_cur[s - 1] + len_recv[s - 1];
+    ids_cur[s] = ids_cur[s - 1] + ids_recv[s - 1];
   }
   std::vector<int64_t> out_lengths, out_ids, stride_per_key(mine, 0);
   std::vector<float> out_weights;
@@ -103,15 +97,13 @@ StatusOr<KeyedJaggedTensor> KjtAllToAll(const ProcessGroup& group, const KeyedJa
   const float* W = weighted ? weights_out.data<float>() : nullptr;
   for (int64_t k = 0; k < mine; ++k) {
     for (int s = 0; s < world; ++s) {
-      int64_t len_pos = len_at[s], ids_pos = ids_at[s];
-      for (int64_t j = 0; j < k; ++j) {  // skip this source's earlier keys
-        len_pos += samples(s, j);
-        ids_pos += ids(s, j);
-      }
-      out_lengths.insert(out_lengths.end(), L + len_pos, L + len_pos + samples(s, k));
-      out_ids.insert(out_ids.end(), V + ids_pos, V + ids_pos + ids(s, k));
-      if (W) out_weights.insert(out_weights.end(), W + ids_pos, W + ids_pos + ids(s, k));
-      stride_per_key[k] += samples(s, k);
+      const int64_t n_len = samples(s, k), n_ids = ids(s, k);
+      out_lengths.insert(out_lengths.end(), L + len_cur[s], L + len_cur[s] + n_len);
+      out_ids.insert(out_ids.end(), V + ids_cur[s], V + ids_cur[s] + n_ids);
+      if (W) out_weights.insert(out_weights.end(), W + ids_cur[s], W + ids_cur[s] + n_ids);
+      len_cur[s] += n_len;
+      ids_cur[s] += n_ids;
+      stride_per_key[k] += n_len;
     }
   }
   std::vector<std::string> keys(input.keys().begin() + first_key[me], input.keys().begin() + first_key[me + 1]);

@@ -2,10 +2,11 @@
 #include "shardrec/core/launch/dist_env.h"
 
 #include <charconv>
-#include <climits>
 #include <optional>
 #include <string_view>
 #include <vector>
+
+#include "shardrec/core/comm/kv_store.h"
 
 namespace shardrec {
 
@@ -172,6 +173,23 @@ Status ReadSlurm(const GetEnv& getenv_fn, DistEnv* env) {
 
 // A real step id is a number; "batch", "extern" and "interactive" are
 // Slurm's own steps, which launched nothing.
+// DistEnv::job_id: Slurm's job and step, else the MPI job, else torchrun's
+// master address and port, else "".
+std::string JobId(const GetEnv& getenv_fn) {
+  if (std::optional<std::string> job = Get(getenv_fn, "SLURM_JOB_ID")) {
+    std::optional<std::string> step = Get(getenv_fn, "SLURM_STEP_ID");
+    if (!step) step = Get(getenv_fn, "SLURM_STEPID");
+    return "slurm_" + *job + "_" + step.value_or("");
+  }
+  for (const char* name : {"PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid", "OMPI_MCA_ess_base_jobid", "PMI_JOBID"}) {
+    if (std::optional<std::string> id = Get(getenv_fn, name)) return std::string("mpi_") + *id;
+  }
+  if (std::optional<std::string> port = Get(getenv_fn, "MASTER_PORT")) {
+    return "torchrun_" + Get(getenv_fn, "MASTER_ADDR").value_or("") + "_" + *port;
+  }
+  return "";
+}
+
 bool InSlurmStep(const GetEnv& getenv_fn) {
   std::optional<std::string> step = Get(getenv_fn, "SLURM_STEP_ID");
   if (!step) step = Get(getenv_fn, "SLURM_STEPID");
@@ -181,24 +199,10 @@ bool InSlurmStep(const GetEnv& getenv_fn) {
 }  // namespace
 
 Status CheckRendezvousSyntax(const std::string& rdzv) {
-  const std::string quoted = "'" + rdzv + "'";
-  if (rdzv.rfind("file:", 0) == 0) {
-    if (rdzv.size() == 5) return InvalidArgumentError(quoted + " names no directory (file:DIR)");
-    return Status::Ok();
-  }
-  if (rdzv.rfind("redis:", 0) == 0) {
-    const std::string rest = rdzv.substr(6);
-    const size_t colon = rest.rfind(':');
-    if (colon == std::string::npos || colon == 0) {
-      return InvalidArgumentError(quoted + " is not redis:HOST:PORT");
-    }
-    std::optional<int> port = ToInt(std::string_view(rest).substr(colon + 1));
-    if (!port || *port < 1 || *port > 65535) {
-      return InvalidArgumentError(quoted + ": port '" + rest.substr(colon + 1) + "' is not a number in 1..65535");
-    }
-    return Status::Ok();
-  }
-  return InvalidArgumentError(quoted + " is neither file:DIR nor redis:HOST:PORT");
+  const bool cross_process = rdzv.rfind("file:", 0) == 0 || rdzv.rfind("redis:", 0) == 0;
+  // Launched ranks are processes: an in-process table (local:) cannot serve.
+  if (!cross_process) return InvalidArgumentError("'" + rdzv + "' is neither file:DIR nor redis:HOST:PORT");
+  return ParseRendezvous(rdzv).status();
 }
 
 StatusOr<DistEnv> ReadDistEnv(const std::function<const char*(const char*)>& getenv_fn) {
@@ -237,6 +241,7 @@ StatusOr<DistEnv> ReadDistEnv(const std::function<const char*(const char*)>& get
   } else if (std::optional<std::string> tid = Get(getenv_fn, "TORCHELASTIC_RUN_ID")) {
     env.run_id = *tid;
   }
+  env.job_id = JobId(getenv_fn);
   return env;
 }
 

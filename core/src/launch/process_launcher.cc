@@ -201,7 +201,6 @@ class Supervisor {
   }
 
   void BeginStop(int sig) {
-    stopping_ = true;
     SignalRanks(sig);
     kill_at_ =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec_.grace_seconds));
@@ -230,7 +229,7 @@ class Supervisor {
   void OnExit(Rank& r, int status) {
     r.running = false;
     // Exits after the launcher asked the ranks to stop are the stop working.
-    if (stopping_) return;
+    if (stopping()) return;
     const std::string who = "rank " + std::to_string(r.rank) + " (local rank " + std::to_string(r.local_rank) +
                             ", pid " + std::to_string(r.pid) + ")";
     if (WIFEXITED(status)) {
@@ -253,7 +252,7 @@ class Supervisor {
       } else if (got < 0 && errno == ECHILD) {
         // Reaped by someone else in this process: its status is lost.
         r.running = false;
-        if (!stopping_) {
+        if (!stopping()) {
           Fail(r, "rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) +
                       ") was reaped outside the launcher; its exit status is unknown");
         }
@@ -262,7 +261,7 @@ class Supervisor {
   }
 
   void OnSignal(int sig) {
-    if (!stopping_) {
+    if (!stopping()) {
       result_.exit_code = 128 + sig;
       result_.message = "got " + SignalName(sig) + ": stopped the ranks";
       log_("got " + SignalName(sig) + ": passing it to the " + std::to_string(Running()) +
@@ -280,7 +279,7 @@ class Supervisor {
       Reap();
       if (Running() == 0) break;
       auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(1));
-      if (stopping_ && !killed_) {
+      if (stopping() && !killed_) {
         const auto left = *kill_at_ - Clock::now();
         if (left <= Clock::duration::zero()) {
           log_(std::to_string(Running()) + " rank(s) still running " + FormatSeconds(spec_.grace_seconds) +
@@ -312,7 +311,9 @@ class Supervisor {
   sigset_t wait_set_;
   std::vector<Rank> ranks_;
   LaunchResult result_;
-  bool stopping_ = false, killed_ = false;
+  // Stopping the ranks began (SIGTERM sent) exactly when a kill time is set.
+  bool stopping() const { return kill_at_.has_value(); }
+  bool killed_ = false;
   std::optional<Clock::time_point> kill_at_;
 };
 

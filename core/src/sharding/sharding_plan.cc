@@ -82,11 +82,10 @@ int64_t RowBytes(const EmbeddingTableConfig& t) {
 }
 
 // Bytes a shard adds to its rank: its rows x its share of the row's weight
-// and optimizer-state bytes.
-int64_t ShardBytes(const sr_shard& s, const EmbeddingTableConfig& t, int64_t state_per_row) {
+// (elem_bytes per element) and optimizer-state bytes.
+int64_t ShardBytes(const sr_shard& s, const EmbeddingTableConfig& t, int64_t elem_bytes, int64_t state_per_row) {
   const double share = static_cast<double>(s.num_cols) / static_cast<double>(t.embedding_dim);
-  return s.num_rows * (s.num_cols * static_cast<int64_t>(DTypeSize(ToDLDataType(t.data_type))) +
-                       static_cast<int64_t>(share * static_cast<double>(state_per_row)));
+  return s.num_rows * (s.num_cols * elem_bytes + static_cast<int64_t>(share * static_cast<double>(state_per_row)));
 }
 
 // The per-call options that give the sharder the plan's ranks.
@@ -166,19 +165,19 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
   plan.world_size = world;
   plan.ranks_per_host = per_host;
   plan.bytes_per_rank.assign(world, 0);
-  sr_topology topo{};
-  topo.struct_size = SR_STRUCT_SIZE(sr_topology, memory_bytes_per_rank);
-  topo.world_size = world;
-  topo.ranks_per_host = per_host;
-  topo.device_type = kDLCPU;
-  topo.memory_bytes_per_rank = req.memory_bytes_per_rank.empty() ? nullptr : req.memory_bytes_per_rank.data();
+  const sr_topology topo =
+      MakeTopology(world, per_host, req.memory_bytes_per_rank.empty() ? nullptr : req.memory_bytes_per_rank.data());
+  // One sharder object per type (they take no options at create) and one
+  // registry lookup per kernel, however many tables use them.
+  std::map<std::string, Sharder> sharders;
+  std::set<std::string> kernels;
 
   // Largest tables first, so the balanced defaults place the big ones first.
   std::vector<size_t> order(req.tables.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return req.tables[a].num_embeddings * RowBytes(req.tables[a]) > req.tables[b].num_embeddings * RowBytes(req.tables[b]);
-  });
+  std::vector<int64_t> table_bytes;
+  for (const auto& t : req.tables) table_bytes.push_back(t.num_embeddings * RowBytes(t));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return table_bytes[a] > table_bytes[b]; });
   plan.tables.resize(req.tables.size());
   for (size_t i : order) {
     const EmbeddingTableConfig& t = req.tables[i];
@@ -192,7 +191,9 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
       p.sharding_type = req.sharder.empty() ? "table_wise" : req.sharder;
     }
     if (p.compute_kernel.empty()) p.compute_kernel = req.default_kernel;
-    SR_RETURN_IF_ERROR(registry.Find(SR_KIND_KERNEL, p.compute_kernel).status().WithContext("plan: " + who));
+    if (kernels.insert(p.compute_kernel).second) {
+      SR_RETURN_IF_ERROR(registry.Find(SR_KIND_KERNEL, p.compute_kernel).status().WithContext("plan: " + who));
+    }
     // Unplaced ranks: the least-loaded rank (or host) takes the table.
     const auto least = std::min_element(plan.bytes_per_rank.begin(), plan.bytes_per_rank.end());
     const int lightest = static_cast<int>(least - plan.bytes_per_rank.begin());
@@ -200,13 +201,9 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
       if (p.sharding_type == "table_wise") p.ranks = {lightest};
       if (p.sharding_type == "table_row_wise") p.ranks = {lightest / per_host * per_host};
     }
-    sr_table_desc desc{};
-    desc.struct_size = SR_STRUCT_SIZE(sr_table_desc, state_bytes_per_row);
-    desc.name = t.name.c_str();
-    desc.num_rows = t.num_embeddings;
-    desc.num_cols = t.embedding_dim;
-    desc.weight_dtype = ToDLDataType(t.data_type);
-    desc.state_bytes_per_row = req.state_bytes_per_row ? req.state_bytes_per_row(t) : 0;
+    const sr_table_desc desc = MakeTableDesc(t.name.c_str(), t.num_embeddings, t.embedding_dim,
+                                             ToDLDataType(t.data_type),
+                                             req.state_bytes_per_row ? req.state_bytes_per_row(t) : 0);
     TablePlacement placement;
     if (p.shards) {
       placement.shards = *p.shards;
@@ -215,15 +212,20 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
         return InvalidArgumentError("plan: " + who + ": " + why);
       }
     } else {
-      auto ref = registry.Find(SR_KIND_SHARDER, p.sharding_type);
-      if (!ref.ok()) return ref.status().WithContext("plan: " + who);
-      SR_ASSIGN_OR_RETURN(Sharder sharder, Sharder::Create(ref.value(), {}));
+      auto it = sharders.find(p.sharding_type);
+      if (it == sharders.end()) {
+        auto ref = registry.Find(SR_KIND_SHARDER, p.sharding_type);
+        if (!ref.ok()) return ref.status().WithContext("plan: " + who);
+        SR_ASSIGN_OR_RETURN(Sharder created, Sharder::Create(ref.value(), {}));
+        it = sharders.emplace(p.sharding_type, std::move(created)).first;
+      }
       SR_ASSIGN_OR_RETURN(OptionList call, CallOptions(p, t, world, per_host));
-      SR_ASSIGN_OR_RETURN(placement, PlaceTable(sharder, desc, topo, call));
+      SR_ASSIGN_OR_RETURN(placement, PlaceTable(it->second, desc, topo, call));
     }
-    for (const sr_shard& s : placement.shards) plan.bytes_per_rank[s.rank] += ShardBytes(s, t, desc.state_bytes_per_row);
+    const int64_t elem = static_cast<int64_t>(DTypeSize(desc.weight_dtype));
+    for (const sr_shard& s : placement.shards) plan.bytes_per_rank[s.rank] += ShardBytes(s, t, elem, desc.state_bytes_per_row);
     if (!req.memory_bytes_per_rank.empty()) {
-      for (int r = 0; r < world; ++r) {
+      for (int r = 0; r < world; ++r) {  // in rank order, so the first rank over budget is named
         if (plan.bytes_per_rank[r] > req.memory_bytes_per_rank[r]) {
           return Status(SR_RESOURCE_EXHAUSTED,
                         fmt::format("plan: {} does not fit: rank {} would hold {} bytes, its budget is {}", who, r,

@@ -5,6 +5,28 @@
 
 namespace shardrec {
 
+sr_table_desc MakeTableDesc(const char* name, int64_t rows, int64_t cols, DLDataType dtype,
+                            int64_t state_bytes_per_row) {
+  sr_table_desc t{};
+  t.struct_size = SR_STRUCT_SIZE(sr_table_desc, state_bytes_per_row);
+  t.name = name;
+  t.num_rows = rows;
+  t.num_cols = cols;
+  t.weight_dtype = dtype;
+  t.state_bytes_per_row = state_bytes_per_row;
+  return t;
+}
+
+sr_topology MakeTopology(int world_size, int ranks_per_host, const int64_t* memory_bytes_per_rank) {
+  sr_topology t{};
+  t.struct_size = SR_STRUCT_SIZE(sr_topology, memory_bytes_per_rank);
+  t.world_size = world_size;
+  t.ranks_per_host = ranks_per_host;
+  t.device_type = kDLCPU;
+  t.memory_bytes_per_rank = memory_bytes_per_rank;
+  return t;
+}
+
 std::string ValidatePlacement(const TablePlacement& p, const sr_table_desc& t, const sr_topology& topo) {
   if (p.shards.empty()) return "no shards";
   for (const sr_shard& s : p.shards) {
@@ -46,10 +68,10 @@ std::string ValidatePlacement(const TablePlacement& p, const sr_table_desc& t, c
     return static_cast<size_t>(std::lower_bound(cuts.begin(), cuts.end(), v) - cuts.begin());
   };
   for (const sr_shard& s : p.shards) {
-    for (size_t r = index(row_cuts, s.row_offset); r < index(row_cuts, s.row_offset + s.num_rows); ++r) {
-      for (size_t c = index(col_cuts, s.col_offset); c < index(col_cuts, s.col_offset + s.num_cols); ++c) {
-        ++owners[r * nc + c];
-      }
+    const size_t r_end = index(row_cuts, s.row_offset + s.num_rows);
+    const size_t c_begin = index(col_cuts, s.col_offset), c_end = index(col_cuts, s.col_offset + s.num_cols);
+    for (size_t r = index(row_cuts, s.row_offset); r < r_end; ++r) {
+      for (size_t c = c_begin; c < c_end; ++c) ++owners[r * nc + c];
     }
   }
   for (size_t r = 0; r < nr; ++r) {

@@ -20,7 +20,7 @@ StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::Build(std::vector<std::string> ke
   std::set<std::string> seen;
   for (const auto& k : keys) {
     if (k.empty()) return InvalidArgumentError("KJT: a key is empty");
-    if (!seen.insert(k).second && !allow_repeated_keys) {
+    if (!allow_repeated_keys && !seen.insert(k).second) {
       return InvalidArgumentError("KJT: duplicate key '" + k + "'");
     }
   }

@@ -13,42 +13,13 @@
 #include <vector>
 
 #include "shardrec/abi/comm.h"
+#include "shardrec/sdk/collective_ops.hpp"
 #include "shardrec/sdk/dtype.hpp"
 #include "shardrec/sdk/half.hpp"
 #include "shardrec/sdk/status.hpp"
 #include "shardrec/sdk/tensor.hpp"
 
 namespace shardrec::sdk {
-
-enum class CollectiveOp : int32_t {
-  kAllToAllV,
-  kReduceScatterV,
-  kAllGatherV,
-  kAllReduce,
-  kBroadcast,
-  kBarrier,
-};
-
-inline const char* CollectiveName(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::kAllToAllV: return "all_to_all_v";
-    case CollectiveOp::kReduceScatterV: return "reduce_scatter_v";
-    case CollectiveOp::kAllGatherV: return "all_gather_v";
-    case CollectiveOp::kAllReduce: return "all_reduce";
-    case CollectiveOp::kBroadcast: return "broadcast";
-    case CollectiveOp::kBarrier: return "barrier";
-  }
-  return "?";
-}
-
-inline const char* ReduceOpName(int32_t op) {
-  switch (op) {
-    case SR_REDUCE_SUM: return "sum";
-    case SR_REDUCE_MAX: return "max";
-    case SR_REDUCE_MIN: return "min";
-  }
-  return "?";
-}
 
 // One collective as this rank posted it. Counts are elements; displacements
 // are their prefix sums (slices packed in rank order, sr_collective_args).
@@ -225,8 +196,10 @@ inline Collective ParseCollective(CollectiveOp op, const sr_collective_args* a, 
   if (!c.send_counts.empty()) c.send_displs = detail::Displacements(c.send_counts);
   if (op == CollectiveOp::kReduceScatterV || op == CollectiveOp::kAllReduce) {
     if (!IsReducible(c.dtype)) {
-      throw InvalidArgument(std::string(CollectiveName(op)) + ": cannot reduce dtype " + DTypeName(c.dtype) +
-                            " (float16, bfloat16, float32, float64, int32, int64)");
+      std::string names;
+      for (const char* n : kReducibleDTypeNames) names += (names.empty() ? "" : ", ") + std::string(n);
+      throw InvalidArgument(std::string(CollectiveName(op)) + ": cannot reduce dtype " + DTypeName(c.dtype) + " (" +
+                            names + ")");
     }
     if (c.reduce_op != SR_REDUCE_SUM && c.reduce_op != SR_REDUCE_MAX && c.reduce_op != SR_REDUCE_MIN) {
       throw InvalidArgument(std::string(CollectiveName(op)) + ": unknown reduce_op " + std::to_string(c.reduce_op));
@@ -247,14 +220,12 @@ inline Collective ParseCollective(CollectiveOp op, const sr_collective_args* a, 
 // together: same op and dtype, same reduce op, root and sizes where those
 // must agree, and all_to_all_v counts where what p sends q is what q
 // expects from p. `ops[q]` is rank q's collective (buffers not needed);
-// `g` maps ranks to the job's for messages; `seq` numbers the collective
-// (kept for backends that report it themselves).
+// `g` maps ranks to the job's for messages (the collective's name and
+// number come from the Job that runs it).
 // Every rank that runs it over the same `ops` throws the same error.
-inline void CheckAgreement(const std::vector<const Collective*>& ops, const std::vector<int>& g, int64_t seq) {
+inline void CheckAgreement(const std::vector<const Collective*>& ops, const std::vector<int>& g) {
   const int n = static_cast<int>(ops.size());
   const Collective& c0 = *ops[0];
-  // The collective's name and number come from the Job that runs it.
-  (void)seq;
   auto fail = [&](const std::string& m) { throw InvalidArgument("ranks disagree: " + m); };
   auto rank = [&](int q) { return "rank " + std::to_string(g[q]); };
   for (int q = 1; q < n; ++q) {
@@ -415,12 +386,6 @@ inline void ReduceMany(DLDataType dtype, int32_t op, void* dst, const void* cons
     return detail::ReduceManyNarrow<BFloat16ToFloat, FloatToBFloat16>(op, static_cast<uint16_t*>(dst), srcs, k, n);
   }
   throw InvalidArgument("cannot reduce dtype " + DTypeName(dtype));
-}
-
-// dst[i] = dst[i] (op) src[i]: the pairwise form (Gloo's reduce callback).
-inline void ReduceInto(DLDataType dtype, int32_t op, void* dst, const void* src, int64_t n) {
-  const void* srcs[2] = {dst, src};
-  ReduceMany(dtype, op, dst, srcs, 2, n);
 }
 
 }  // namespace shardrec::sdk

@@ -51,6 +51,13 @@ inline KvStore StoreOf(const sr_comm_create_args& a) {
   return a.struct_size >= SR_STRUCT_SIZE(sr_comm_create_args, store) ? KvStore(a.store) : KvStore();
 }
 
+// 0, 1, ..., n-1: the job's ranks of a communicator that is the whole job.
+inline std::vector<int> IdentityRanks(int n) {
+  std::vector<int> r(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) r[static_cast<size_t>(i)] = i;
+  return r;
+}
+
 // The sub-communicator this rank lands in when every rank q of a
 // communicator splits with (colors[q], keys[q]), MPI_Comm_split style: the
 // ranks of this rank's color ordered by (key, rank). `global_ranks` maps the

@@ -47,8 +47,12 @@ class Job final : public Request {
   // timeout message of Wait(). Called on the waiting thread.
   using Diagnose = std::function<std::string()>;
 
-  Job(std::string what, Body body, Diagnose diagnose, int64_t default_timeout_ms, OrderedWorker* owner)
-      : what_(std::move(what)),
+  // `op` ("all_to_all_v") is a string literal; `seq` numbers the
+  // collective on its communicator. The message text "op (collective #seq)"
+  // is built only when one is needed.
+  Job(const char* op, int64_t seq, Body body, Diagnose diagnose, int64_t default_timeout_ms, OrderedWorker* owner)
+      : op_(op),
+        seq_(seq),
         body_(std::move(body)),
         diagnose_(std::move(diagnose)),
         default_timeout_ms_(default_timeout_ms),
@@ -62,7 +66,7 @@ class Job final : public Request {
 
   void Wait(int64_t timeout_ms) override;  // below OrderedWorker
 
-  const std::string& what() const { return what_; }
+  std::string what() const { return std::string(op_) + " (collective #" + std::to_string(seq_) + ")"; }
 
   // Runs the body and records its outcome.
   void Run() {
@@ -72,13 +76,13 @@ class Job final : public Request {
       body_();
     } catch (const Error& e) {
       code = e.code();
-      message = what_ + ": " + e.what();
+      message = what() + ": " + e.what();
     } catch (const std::exception& e) {
       code = SR_INTERNAL;
-      message = what_ + ": " + e.what();
+      message = what() + ": " + e.what();
     } catch (...) {
       code = SR_INTERNAL;
-      message = what_ + ": unknown exception";
+      message = what() + ": unknown exception";
     }
     Finish(code, std::move(message));
   }
@@ -110,7 +114,8 @@ class Job final : public Request {
   }
 
  private:
-  const std::string what_;
+  const char* const op_;
+  const int64_t seq_;
   Body body_;
   Diagnose diagnose_;
   const int64_t default_timeout_ms_;
@@ -129,7 +134,9 @@ class Job final : public Request {
 // bound that wait).
 class OrderedWorker {
  public:
-  OrderedWorker() : thread_([this] { Loop(); }) {}
+  // `default_timeout_ms`: what a Wait(-1) on its jobs waits.
+  explicit OrderedWorker(int64_t default_timeout_ms)
+      : default_timeout_ms_(default_timeout_ms), thread_([this] { Loop(); }) {}
   OrderedWorker(const OrderedWorker&) = delete;
   OrderedWorker& operator=(const OrderedWorker&) = delete;
   ~OrderedWorker() {
@@ -141,14 +148,12 @@ class OrderedWorker {
     thread_.join();
   }
 
-  std::shared_ptr<Job> Submit(std::string what, Job::Body body, Job::Diagnose diagnose,
-                              int64_t default_timeout_ms) {
-    auto job = std::make_shared<Job>(std::move(what), std::move(body), std::move(diagnose), default_timeout_ms, this);
+  std::shared_ptr<Job> Submit(const char* op, int64_t seq, Job::Body body, Job::Diagnose diagnose) {
+    auto job = std::make_shared<Job>(op, seq, std::move(body), std::move(diagnose), default_timeout_ms_, this);
     {
       std::lock_guard<std::mutex> lock(m_);
       if (!failure_.empty()) {
-        job->Finish(SR_FAILED_PRECONDITION,
-                    job->what() + ": the communicator failed earlier and cannot be used: " + failure_);
+        RejectAfterFailure(*job);
         return job;
       }
       queue_.push_back(job);
@@ -172,13 +177,12 @@ class OrderedWorker {
     return true;
   }
 
-  // The first failure, or "" while none happened.
-  std::string failure() const {
-    std::lock_guard<std::mutex> lock(m_);
-    return failure_;
+ private:
+  // Called with m_ held, after a failure.
+  void RejectAfterFailure(Job& job) {
+    job.Finish(SR_FAILED_PRECONDITION, job.what() + ": the communicator failed earlier and cannot be used: " + failure_);
   }
 
- private:
   void Execute(Job& job) {
     job.Run();
     {
@@ -204,8 +208,7 @@ class OrderedWorker {
         job = std::move(queue_.front());
         queue_.pop_front();
         if (!failure_.empty()) {
-          job->Finish(SR_FAILED_PRECONDITION,
-                      job->what() + ": the communicator failed earlier and cannot be used: " + failure_);
+          RejectAfterFailure(*job);
           continue;
         }
         busy_ = true;
@@ -214,6 +217,7 @@ class OrderedWorker {
     }
   }
 
+  const int64_t default_timeout_ms_;
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
@@ -227,12 +231,12 @@ inline void Job::Wait(int64_t timeout_ms) {
   if (timeout_ms < 0) timeout_ms = default_timeout_ms_;
   // Running it here would ignore a timeout shorter than the collective's
   // own (a poll), so only a full wait takes the job over.
-  if (timeout_ms >= default_timeout_ms_ && owner_ != nullptr && !done()) owner_->RunHere(this);
+  if (timeout_ms >= default_timeout_ms_ && !done()) owner_->RunHere(this);
   std::unique_lock<std::mutex> lock(m_);
   if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done_; })) {
     lock.unlock();
     std::string why = diagnose_ ? diagnose_() : std::string();
-    throw Error(SR_DEADLINE_EXCEEDED, what_ + " did not complete within " + std::to_string(timeout_ms) + " ms" +
+    throw Error(SR_DEADLINE_EXCEEDED, what() + " did not complete within " + std::to_string(timeout_ms) + " ms" +
                                           (why.empty() ? "" : ": " + why));
   }
   if (code_ != SR_OK) throw Error(code_, message_);

@@ -47,25 +47,29 @@ class KvStore {
   // Waits up to timeout_ms for `key`; throws SR_DEADLINE_EXCEEDED if absent.
   std::string Get(const std::string& key, int64_t timeout_ms) const {
     std::string value;
-    char err[512] = {0};
-    const int32_t code = store_->get(store_->ctx, key.c_str(), timeout_ms, &Sink, &value, err, sizeof err);
-    if (code != SR_OK) throw Error(code, "store get '" + key + "': " + err);
+    if (const int32_t code = Fetch(key, timeout_ms, &value); code != SR_OK) throw Error(code, value);
     return value;
   }
 
   // The value if `key` is set now.
   std::optional<std::string> TryGet(const std::string& key) const {
     std::string value;
-    char err[512] = {0};
-    const int32_t code = store_->get(store_->ctx, key.c_str(), 0, &Sink, &value, err, sizeof err);
+    const int32_t code = Fetch(key, 0, &value);
     if (code == SR_DEADLINE_EXCEEDED) return std::nullopt;
-    if (code != SR_OK) throw Error(code, "store get '" + key + "': " + err);
+    if (code != SR_OK) throw Error(code, value);
     return value;
   }
 
  private:
   static void Sink(void* ctx, const void* value, size_t size) {
     static_cast<std::string*>(ctx)->assign(static_cast<const char*>(value), size);
+  }
+  // The value into *out and SR_OK, or an error code and its message in *out.
+  int32_t Fetch(const std::string& key, int64_t timeout_ms, std::string* out) const {
+    char err[512] = {0};
+    const int32_t code = store_->get(store_->ctx, key.c_str(), timeout_ms, &Sink, out, err, sizeof err);
+    if (code != SR_OK) *out = "store get '" + key + "': " + err;
+    return code;
   }
   const sr_kv_store* store_ = nullptr;
 };
@@ -105,6 +109,12 @@ class PeerMonitor {
 
   // This rank has started its collective number `seq` (1-based).
   void Started(int64_t seq) { started_.store(seq, std::memory_order_relaxed); }
+
+  // Diagnose(seq) as a suffix for an error message: " [why]", or "".
+  std::string Blame(int64_t seq) const {
+    const std::string why = Diagnose(seq);
+    return why.empty() ? "" : " [" + why + "]";
+  }
 
   // Why collective `seq` cannot complete, as far as the heartbeats tell:
   // "rank 2 stopped responding ..." or "" when every peer looks healthy.

@@ -43,6 +43,16 @@ class KvStore {
   sr_kv_store abi_{};
 };
 
+// A rendezvous string taken apart: kind "file" (where = DIR), "redis"
+// (where = HOST, port) or "local" (where = NAME). Errors quote the string and
+// say what is wrong (no directory, no host, a port outside 1..65535, an
+// unknown kind).
+struct RendezvousAddress {
+  std::string kind, where;
+  int port = 0;
+};
+StatusOr<RendezvousAddress> ParseRendezvous(const std::string& rendezvous);
+
 // Opens "file:DIR" (DIR is created if missing), "redis:HOST:PORT" or
 // "local:NAME" with every key under `prefix`. `default_timeout_ms` is what
 // Get(key, -1) waits.

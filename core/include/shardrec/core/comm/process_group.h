@@ -115,4 +115,10 @@ class ProcessGroup {
   std::string backend_;
 };
 
+// Runs body(rank, group) on `world` threads of this process, rank r joining
+// `base` with placement {r, world, r, world}; a rank that cannot join gets
+// its error as `group`. Returns when every thread has.
+void RunRanksAsThreads(const ComponentRef& comm, const ProcessGroupConfig& base, int world,
+                       const std::function<void(int rank, StatusOr<ProcessGroup> group)>& body);
+
 }  // namespace shardrec

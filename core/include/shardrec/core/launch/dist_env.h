@@ -19,6 +19,10 @@ struct DistEnv {
   int master_port = 0;      // MASTER_PORT, 0 when unset
   std::string rdzv;         // SHARDREC_RDZV: "file:DIR" | "redis:HOST:PORT" ("" when none)
   std::string run_id;       // SHARDREC_RUN_ID, else TORCHELASTIC_RUN_ID, else ""
+  // The launcher's own job id, a run id for jobs that name none:
+  // "slurm_<SLURM_JOB_ID>_<step>", "mpi_<PMIX_NAMESPACE or Open MPI/PMI job id>",
+  // "torchrun_<MASTER_ADDR>_<MASTER_PORT>", or "".
+  std::string job_id;
   // "torchrun" (also set by shardrec launch), "mpirun", "slurm", or "" (not launched).
   std::string source;
   bool launched() const { return !source.empty(); }
