@@ -332,4 +332,18 @@ StatusOr<std::shared_ptr<PluginLibrary>> PluginLibrary::Load(const std::filesyst
   return lib;
 }
 
+std::optional<std::vector<std::string>> ComponentRef::StringListAttribute(std::string_view name) const {
+  const sr_named_value_list& attrs = component->attributes;
+  for (size_t i = 0; i < attrs.count; ++i) {
+    const sr_named_value& v = attrs.values[i];
+    if (v.name == nullptr || name != v.name || v.type != SR_VALUE_STRING_LIST || v.value.string_list == nullptr) continue;
+    std::vector<std::string> items;
+    for (size_t k = 0; k < v.value_size; ++k) {
+      if (v.value.string_list[k] != nullptr) items.emplace_back(v.value.string_list[k]);
+    }
+    return items;
+  }
+  return std::nullopt;
+}
+
 }  // namespace shardrec

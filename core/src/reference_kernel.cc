@@ -72,15 +72,6 @@ float DecodeHalf(uint16_t bits, DLDataType t) {
   return static_cast<float>(sign * std::ldexp(1.0 + mantissa / 1024.0, exponent - 15));
 }
 
-int64_t StateDim(int32_t optimizer, int64_t dim) {
-  switch (optimizer) {
-    case SR_OPTIMIZER_ADAGRAD: return dim;
-    case SR_OPTIMIZER_ROWWISE_ADAGRAD: return 1;
-    case SR_OPTIMIZER_ADAM: return 2 * dim;
-    default: return 0;
-  }
-}
-
 RefOptimizer DefaultOptimizer(int32_t optimizer) {
   RefOptimizer o;
   o.optimizer = optimizer;

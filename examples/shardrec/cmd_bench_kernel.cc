@@ -2,6 +2,7 @@
 // optimizer against a random-row-gather probe in the same process
 // (core/bench/kernel_bench.h). Ratios, not absolute numbers, are what
 // survive a noisy machine; docs/benchmarks.md records them.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <thread>
@@ -20,15 +21,8 @@ namespace {
 // True when the component lists `option` in its "options" attribute, so
 // the bench can size a kernel's thread pool without guessing.
 bool DeclaresOption(const ComponentRef& ref, const std::string& option) {
-  const sr_named_value_list& attrs = ref.component->attributes;
-  for (size_t i = 0; i < attrs.count; ++i) {
-    const sr_named_value& v = attrs.values[i];
-    if (std::string(v.name) != "options" || v.type != SR_VALUE_STRING_LIST) continue;
-    for (size_t j = 0; j < v.value_size; ++j) {
-      if (option == v.value.string_list[j]) return true;
-    }
-  }
-  return false;
+  const auto options = ref.StringListAttribute("options");
+  return options && std::find(options->begin(), options->end(), option) != options->end();
 }
 }  // namespace
 

@@ -22,10 +22,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include <shardrec/sdk/init.hpp>
+#include <shardrec/sdk/optimizer.hpp>
 #include <shardrec/sdk/plugin.hpp>
 
 namespace {
@@ -87,17 +89,6 @@ struct Table {
   }
 };
 
-const char* OptimizerName(int32_t o) {
-  switch (o) {
-    case SR_OPTIMIZER_NONE: return "none";
-    case SR_OPTIMIZER_SGD: return "sgd";
-    case SR_OPTIMIZER_ADAGRAD: return "adagrad";
-    case SR_OPTIMIZER_ROWWISE_ADAGRAD: return "rowwise_adagrad";
-    case SR_OPTIMIZER_ADAM: return "adam";
-    default: return nullptr;
-  }
-}
-
 void CheckSize(size_t got, size_t need, const char* what) {
   if (got < need) {
     throw sdk::InvalidArgument(std::string(what) + ": struct_size " + std::to_string(got) +
@@ -143,8 +134,8 @@ class ScalarKernel {
       throw sdk::Unimplemented("this kernel runs on cpu only, got device type " +
                                std::to_string(args.device.device_type));
     }
-    const char* optimizer = OptimizerName(args.optimizer);
-    if (optimizer == nullptr) {
+    const char* optimizer = sdk::OptimizerName(args.optimizer);
+    if (std::string_view(optimizer) == "unknown") {
       throw sdk::InvalidArgument("optimizer " + std::to_string(args.optimizer) +
                                  " is not an SR_OPTIMIZER_*");
     }

@@ -76,17 +76,6 @@ KernelOptions ParseKernelOptions(sr_named_value_list options) {
   return k;
 }
 
-const char* OptimizerName(int32_t optimizer) {
-  switch (optimizer) {
-    case SR_OPTIMIZER_NONE: return "none";
-    case SR_OPTIMIZER_SGD: return "sgd";
-    case SR_OPTIMIZER_ADAGRAD: return "adagrad";
-    case SR_OPTIMIZER_ROWWISE_ADAGRAD: return "rowwise_adagrad";
-    case SR_OPTIMIZER_ADAM: return "adam";
-    default: return "unknown";
-  }
-}
-
 OptimizerConfig ParseOptimizer(int32_t optimizer, sr_named_value_list params) {
   if (optimizer < SR_OPTIMIZER_NONE || optimizer > SR_OPTIMIZER_ADAM) {
     throw InvalidArgument("kernel cpu: optimizer " + std::to_string(optimizer) +
@@ -133,15 +122,6 @@ OptimizerConfig ParseOptimizer(int32_t optimizer, sr_named_value_list params) {
   }
   o.Finish();
   return c;
-}
-
-int64_t StateDim(int32_t optimizer, int64_t dim) {
-  switch (optimizer) {
-    case SR_OPTIMIZER_ADAGRAD: return dim;
-    case SR_OPTIMIZER_ROWWISE_ADAGRAD: return 1;
-    case SR_OPTIMIZER_ADAM: return 2 * dim;
-    default: return 0;
-  }
 }
 
 }  // namespace shardrec::kernel_cpu

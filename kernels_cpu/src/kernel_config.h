@@ -7,6 +7,7 @@
 #include <string>
 
 #include "shardrec/abi/kernel.h"
+#include "shardrec/sdk/optimizer.hpp"
 
 namespace shardrec::kernel_cpu {
 
@@ -34,15 +35,13 @@ struct OptimizerConfig {
   double initial_accumulator_value = 0.0;  // Adagrad and row-wise Adagrad
 };
 
-// "none", "sgd", "adagrad", "rowwise_adagrad", "adam"; "unknown" otherwise.
-const char* OptimizerName(int32_t optimizer);
+using sdk::OptimizerName;  // "rowwise_adagrad" for SR_OPTIMIZER_ROWWISE_ADAGRAD
 
 // Parses the hyper-parameters of `optimizer`. A name that belongs to another
 // optimizer, an unknown name, or a value out of its domain is
 // SR_INVALID_ARGUMENT. Throws sdk::Error.
 OptimizerConfig ParseOptimizer(int32_t optimizer, sr_named_value_list params);
 
-// Optimizer state values per row: 0, 0, dim, 1, 2*dim.
-int64_t StateDim(int32_t optimizer, int64_t dim);
+using sdk::StateDim;  // optimizer state values per row: 0, 0, dim, 1, 2*dim
 
 }  // namespace shardrec::kernel_cpu

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "shardrec/core/comm/process_group.h"
@@ -29,21 +28,17 @@ class RanksTest : public ::testing::TestWithParam<std::string> {
   void OnRanks(int world, const std::function<void(const ProcessGroup&)>& body) {
     static std::atomic<int> job{0};
     const std::string name = "dist_test_" + std::to_string(::getpid()) + "_" + std::to_string(++job);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r) {
-      threads.emplace_back([&, r] {
-        ProcessGroupConfig c;
-        c.comm = GetParam();
-        c.rendezvous = "local:" + name;
-        c.prefix = "test";
-        c.timeout_ms = 20000;
-        c.placement = {r, world, r, world};
-        auto g = ProcessGroup::Create(registry_, c);
-        ASSERT_TRUE(g.ok()) << g.status().ToString();
-        body(g.value());
-      });
-    }
-    for (auto& t : threads) t.join();
+    ProcessGroupConfig c;
+    c.comm = GetParam();
+    c.rendezvous = "local:" + name;
+    c.prefix = "test";
+    c.timeout_ms = 20000;
+    auto ref = registry_.Find(SR_KIND_COMM, GetParam());
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    RunRanksAsThreads(ref.value(), c, world, [&](int, StatusOr<ProcessGroup> g) {
+      ASSERT_TRUE(g.ok()) << g.status().ToString();
+      body(g.value());
+    });
   }
   HostServices services_;
   PluginRegistry registry_{&services_};

@@ -39,22 +39,14 @@ struct Capabilities {
   std::set<std::string> optimizers{"sgd"};
 };
 
-Capabilities ReadCapabilities(const sr_component& c) {
+Capabilities ReadCapabilities(const ComponentRef& ref) {
   Capabilities caps;
-  for (size_t i = 0; i < c.attributes.count; ++i) {
-    const sr_named_value& v = c.attributes.values[i];
-    if (v.name == nullptr || v.type != SR_VALUE_STRING_LIST || v.value.string_list == nullptr) {
-      continue;
-    }
-    std::set<std::string> items;
-    for (size_t k = 0; k < v.value_size; ++k) {
-      if (v.value.string_list[k] != nullptr) items.insert(v.value.string_list[k]);
-    }
-    const std::string_view name = v.name;
-    if (name == "weight_dtypes") caps.dtypes = items;
-    if (name == "poolings") caps.poolings = items;
-    if (name == "optimizers") caps.optimizers = items;
-  }
+  auto read = [&](const char* name, std::set<std::string>& into) {
+    if (auto items = ref.StringListAttribute(name)) into = std::set<std::string>(items->begin(), items->end());
+  };
+  read("weight_dtypes", caps.dtypes);
+  read("poolings", caps.poolings);
+  read("optimizers", caps.optimizers);
   return caps;
 }
 
@@ -300,7 +292,7 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
                   "get_table_info refuses a table index out of range");
 
   // ---- numeric checks -------------------------------------------------
-  const Capabilities caps = ReadCapabilities(*ref.component);
+  const Capabilities caps = ReadCapabilities(ref);
   const bool sgd = caps.optimizers.count("sgd") > 0;
   const int32_t optimizer = sgd ? SR_OPTIMIZER_SGD : SR_OPTIMIZER_NONE;
   if (!sgd && caps.optimizers.count("none") == 0) {

@@ -3,7 +3,6 @@
 
 #include <fstream>
 
-#include <unistd.h>
 
 #include "shardrec/core/tensor/dtype_convert.h"
 #include "shardrec/core/tensor/npy.h"
@@ -43,17 +42,11 @@ StatusOr<std::vector<std::string>> ReadKeysFile(const fs::path& path) {
 }
 
 Status WriteKeysFile(const fs::path& path, const std::vector<std::string>& keys) {
-  const auto tmp = path.parent_path() / (".tmp." + path.filename().string() + "." + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp);
-    if (!out) return InvalidArgumentError(path.string() + ": cannot create");
-    for (const auto& k : keys) out << k << "\n";
-    if (!out.flush()) return InternalError(path.string() + ": write failed");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return InternalError(path.string() + ": rename failed: " + ec.message());
-  return Status::Ok();
+  return WriteFileAtomically(
+      path, [&](std::ostream& out) {
+        for (const auto& k : keys) out << k << "\n";
+      },
+      std::ios::out);
 }
 
 StatusOr<KeyedJaggedTensor> ReadKjtDir(const fs::path& dir) {

@@ -47,18 +47,20 @@ StatusOr<std::map<std::string, JaggedTensor>> EmbeddingCollection::Forward(const
 
   std::map<std::string, JaggedTensor> out;
   const auto value_offsets = features.offset_per_key();
+  const float* src = packed.data<float>();
   for (size_t f = 0; f < tables_.features().size(); ++f) {
     const auto& feature = tables_.features()[f];
     const int64_t dim = tables_.configs()[static_cast<size_t>(feature.table)].embedding_dim;
     const int64_t n = value_offsets[f + 1] - value_offsets[f];
     JaggedTensor jt;
     jt.values = Tensor::Empty(dtype::kFloat32, {n, dim});
+    float* dst = jt.values.data<float>();
     for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(jt.values.data<float>() + i * dim, packed.data<float>() + (value_offsets[f] + i) * width,
-                  static_cast<size_t>(dim) * sizeof(float));
+      std::memcpy(dst + i * dim, src + (value_offsets[f] + i) * width, static_cast<size_t>(dim) * sizeof(float));
     }
-    const JaggedTensor ids = features.Feature(static_cast<int>(f));
-    jt.lengths = ids.lengths;
+    // The feature's lengths only (Feature() would copy its ids too).
+    const auto bags = features.lengths().begin();
+    jt.lengths.assign(bags + features.BagOffset(static_cast<int>(f)), bags + features.BagOffset(static_cast<int>(f) + 1));
     out.emplace(feature.name, std::move(jt));
   }
   return out;
@@ -83,9 +85,10 @@ Status EmbeddingCollection::Backward(const KeyedJaggedTensor& input, const std::
       return InvalidArgumentError(fmt::format("{}: expected shape [{}, {}], got {}", what, n, dim,
                                               ShapeString(it->second.shape())));
     }
+    float* dst = packed.data<float>();
+    const float* src = it->second.data<float>();
     for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(packed.data<float>() + (value_offsets[f] + i) * width, it->second.data<float>() + i * dim,
-                  static_cast<size_t>(dim) * sizeof(float));
+      std::memcpy(dst + (value_offsets[f] + i) * width, src + i * dim, static_cast<size_t>(dim) * sizeof(float));
     }
   }
   const auto rows = Rows(features);

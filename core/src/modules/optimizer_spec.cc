@@ -13,13 +13,6 @@ constexpr std::pair<const char*, int32_t> kOptimizers[] = {
     {"rowwise_adagrad", SR_OPTIMIZER_ROWWISE_ADAGRAD}, {"adam", SR_OPTIMIZER_ADAM}};
 }
 
-const char* OptimizerName(int32_t optimizer) {
-  for (const auto& [name, code] : kOptimizers) {
-    if (code == optimizer) return name;
-  }
-  return "unknown";
-}
-
 StatusOr<OptimizerSpec> OptimizerSpec::Parse(const std::string& text) {
   std::stringstream ss(text);
   std::string item;

@@ -4,22 +4,24 @@
 namespace shardrec {
 
 StatusOr<Tensor> ToFloat32(const Tensor& t, const std::string& what) {
+  if (SameDType(t.dtype(), dtype::kFloat32)) return t.Clone();
+  const bool convertible = SameDType(t.dtype(), dtype::kFloat64) || SameDType(t.dtype(), dtype::kFloat16) ||
+                           SameDType(t.dtype(), dtype::kBFloat16);
+  if (!convertible) {
+    return InvalidArgumentError(what + ": expected a floating-point dtype, got " + DTypeName(t.dtype()));
+  }
   Tensor out = Tensor::Empty(dtype::kFloat32, t.shape());
   float* dst = out.data<float>();
   const int64_t n = t.numel();
-  if (SameDType(t.dtype(), dtype::kFloat32)) return t.Clone();
   if (SameDType(t.dtype(), dtype::kFloat64)) {
     const double* src = t.data<double>();
     for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
   } else if (SameDType(t.dtype(), dtype::kFloat16)) {
     const auto* src = static_cast<const uint16_t*>(t.raw_data());
     for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloat(src[i]);
-  } else if (SameDType(t.dtype(), dtype::kBFloat16)) {
+  } else {  // bfloat16
     const auto* src = static_cast<const uint16_t*>(t.raw_data());
     for (int64_t i = 0; i < n; ++i) dst[i] = BFloat16ToFloat(src[i]);
-  } else {
-    return InvalidArgumentError(what + ": expected a floating-point dtype, got " +
-                                DTypeName(t.dtype()));
   }
   return out;
 }

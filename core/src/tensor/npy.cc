@@ -112,15 +112,20 @@ StatusOr<Tensor> ReadNpy(const std::filesystem::path& path) {
     }
   }
 
-  Tensor t = Tensor::Empty(dtype, shape);
+  // Size the payload before allocating it: a damaged header must give
+  // "truncated", not a huge allocation. An overflowing size is truncated too.
+  size_t nbytes = DTypeSize(dtype);
+  bool overflow = false;
+  for (int64_t e : shape) overflow |= __builtin_mul_overflow(nbytes, static_cast<size_t>(e), &nbytes);
   const auto payload_start = in.tellg();
   in.seekg(0, std::ios::end);
   const auto available = static_cast<size_t>(in.tellg() - payload_start);
-  if (available < t.nbytes()) {
+  if (overflow || available < nbytes) {
     return FileError(path, "truncated: header says " + DTypeName(dtype) + " " +
-                               ShapeString(shape) + " (" + std::to_string(t.nbytes()) +
+                               ShapeString(shape) + " (" + (overflow ? std::string("more than 2^64") : std::to_string(nbytes)) +
                                " bytes) but only " + std::to_string(available) + " bytes follow");
   }
+  Tensor t = Tensor::Empty(dtype, shape);
   in.seekg(payload_start);
   if (t.nbytes() > 0 && !in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()))) {
     return FileError(path, "read error");
@@ -147,29 +152,36 @@ Status WriteNpy(const std::filesystem::path& path, const Tensor& tensor) {
   header += '\n';
   if (header.size() > 65535) return InvalidArgumentError(path.string() + ": shape too long for .npy v1");
 
-  const auto tmp = path.parent_path() / (".tmp." + path.filename().string() + "." + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return InvalidArgumentError(path.string() + ": cannot create (is the directory writable?)");
+  return WriteFileAtomically(path, [&](std::ostream& out) {
     const unsigned char version_len[4] = {1, 0, static_cast<unsigned char>(header.size() & 0xFF),
                                           static_cast<unsigned char>(header.size() >> 8)};
     out.write(kMagic, kMagicSize);
     out.write(reinterpret_cast<const char*>(version_len), 4);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
     out.write(static_cast<const char*>(tensor.raw_data()), static_cast<std::streamsize>(tensor.nbytes()));
+  });
+}
+
+Status WriteFileAtomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write,
+                           std::ios::openmode mode) {
+  const auto tmp = path.parent_path() / (".tmp." + path.filename().string() + "." + std::to_string(::getpid()));
+  std::error_code ec;
+  {
+    std::ofstream out(tmp, mode | std::ios::trunc);
+    if (!out) return InvalidArgumentError(path.string() + ": cannot create (is the directory writable?)");
+    write(out);
     out.flush();
     if (!out) {
       out.close();
-      std::error_code ec;
       std::filesystem::remove(tmp, ec);
       return InternalError(path.string() + ": write failed (disk full?)");
     }
   }
-  std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
+    const std::string why = ec.message();
     std::filesystem::remove(tmp, ec);
-    return InternalError(path.string() + ": rename failed: " + ec.message());
+    return InternalError(path.string() + ": rename failed: " + why);
   }
   return Status::Ok();
 }

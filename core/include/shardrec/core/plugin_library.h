@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <optional>
 #include <vector>
 
 #include "shardrec/core/status.h"
@@ -43,6 +45,9 @@ struct ComponentRef {
   int32_t kind() const { return component->kind; }
   std::string name() const { return component->name; }
   const void* vtable() const { return component->vtable; }
+  // The items of the component's string-list attribute `name` (NULL items
+  // skipped), or nullopt when it declares none.
+  std::optional<std::vector<std::string>> StringListAttribute(std::string_view name) const;
 };
 
 class PluginLibrary : public std::enable_shared_from_this<PluginLibrary> {

@@ -16,6 +16,7 @@
 #include <dlpack/dlpack.h>
 
 #include "shardrec/abi/kernel.h"
+#include "shardrec/sdk/optimizer.hpp"
 
 namespace shardrec::reference {
 
@@ -27,8 +28,8 @@ uint16_t EncodeHalf(float v, DLDataType t);
 float DecodeHalf(uint16_t bits, DLDataType t);
 
 // Optimizer state values per row: none 0, sgd 0, adagrad dim,
-// rowwise_adagrad 1, adam 2*dim.
-int64_t StateDim(int32_t optimizer, int64_t dim);
+// rowwise_adagrad 1, adam 2*dim (the SDK's, which every kernel uses).
+using sdk::StateDim;
 
 struct RefOptimizer {
   int32_t optimizer = SR_OPTIMIZER_SGD;

@@ -9,6 +9,7 @@
 
 #include "shardrec/core/plugin_options.h"
 #include "shardrec/core/status.h"
+#include "shardrec/sdk/optimizer.hpp"
 
 namespace shardrec {
 
@@ -20,7 +21,7 @@ struct OptimizerSpec {
   std::string ToString() const;
 };
 
-// "sgd" for SR_OPTIMIZER_SGD.
-const char* OptimizerName(int32_t optimizer);
+// "sgd" for SR_OPTIMIZER_SGD (the SDK's names).
+using sdk::OptimizerName;
 
 }  // namespace shardrec

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <filesystem>
+#include <ostream>
+#include <functional>
 
 #include "shardrec/core/tensor/tensor.h"
 
@@ -15,6 +17,13 @@ namespace shardrec {
 // Reads a whole file. Errors name the path: missing, not an .npy, an
 // unsupported dtype, a truncated payload (header size vs file size).
 StatusOr<Tensor> ReadNpy(const std::filesystem::path& path);
+
+// Writes `path` atomically: `write` fills a temporary file beside it, which
+// is renamed over `path` only when every byte is written, so a reader sees
+// the old file or the new one, never a torn one. The temporary file is
+// removed on failure.
+Status WriteFileAtomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write,
+                           std::ios::openmode mode = std::ios::binary);
 
 // Writes atomically (a temporary file in the same directory, then rename),
 // so a reader never sees half a file and a failed write leaves nothing.
