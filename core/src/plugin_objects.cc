@@ -63,6 +63,11 @@ Status Sharder::ShardTable(const sr_shard_table_args& args) const {
   return Call("shard_table", [&] { return vtable().shard_table(handle(), &args); });
 }
 
+Status Sharder::RouteIds(const sr_route_ids_args& args) const {
+  if (!HasRouteIds()) return UnimplementedError(Describe() + " has no route_ids");
+  return Call("route_ids", [&] { return vtable().route_ids(handle(), &args); });
+}
+
 StatusOr<Kernel> Kernel::Create(const ComponentRef& ref, const std::vector<sr_kernel_table>& tables,
                                 int32_t optimizer, const OptionList& optimizer_params,
                                 const OptionList& options, DLDevice device) {

@@ -44,8 +44,12 @@ EmbeddingTables::EmbeddingTables(Kernel kernel, std::vector<EmbeddingTableConfig
 
 StatusOr<EmbeddingTables> EmbeddingTables::Create(const PluginRegistry& registry,
                                                   std::vector<EmbeddingTableConfig> tables,
-                                                  const EmbeddingModuleOptions& options) {
+                                                  const EmbeddingModuleOptions& options,
+                                                  const std::vector<TableOrigin>& origins) {
   SR_RETURN_IF_ERROR(ValidateTables(tables));
+  if (!origins.empty() && origins.size() != tables.size()) {
+    return InternalError(fmt::format("{} table origins for {} tables", origins.size(), tables.size()));
+  }
   SR_ASSIGN_OR_RETURN(ComponentRef ref, registry.Find(SR_KIND_KERNEL, options.kernel));
   std::vector<sr_kernel_table> ktables(tables.size());
   for (size_t t = 0; t < tables.size(); ++t) {
@@ -58,6 +62,10 @@ StatusOr<EmbeddingTables> EmbeddingTables::Create(const PluginRegistry& registry
     k.init_min = tables[t].init_min();
     k.init_max = tables[t].init_max();
     k.init_seed = options.init_seed;
+    if (!origins.empty()) {
+      k.global_row_offset = origins[t].row;
+      k.global_col_offset = origins[t].col;
+    }
   }
   auto kernel = Kernel::Create(ref, ktables, options.optimizer.optimizer, options.optimizer.params,
                                options.kernel_options);

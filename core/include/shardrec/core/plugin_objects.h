@@ -92,6 +92,8 @@ class Sharder : public PluginObject<sr_sharder_vtable, sr_sharder> {
   // The raw entry; args.shards may be too small (see sr_shard_table_args).
   Status ShardTable(const sr_shard_table_args& args) const;
   bool HasRouteIds() const { return Has(&sr_sharder_vtable::route_ids); }
+  // The sharder's own id routing (only when HasRouteIds()).
+  Status RouteIds(const sr_route_ids_args& args) const;
   bool HasEstimateStorage() const { return Has(&sr_sharder_vtable::estimate_storage); }
 
  private:

@@ -31,11 +31,21 @@ struct EmbeddingModuleOptions {
 // "fatal" | "warning" | "ignore" | "none" -> SR_BOUNDS_CHECK_*.
 StatusOr<int32_t> ParseBoundsCheckMode(const std::string& s);
 
+// Where a table's local row 0 / column 0 sit in the full table it is a
+// shard of: initial weights are drawn per global (row, column), so a shard
+// starts with exactly the unsharded table's values there.
+struct TableOrigin {
+  int64_t row = 0;
+  int64_t col = 0;
+};
+
 class EmbeddingTables {
  public:
+  // origins: one per table (empty: every table is whole).
   static StatusOr<EmbeddingTables> Create(const PluginRegistry& registry,
                                           std::vector<EmbeddingTableConfig> tables,
-                                          const EmbeddingModuleOptions& options);
+                                          const EmbeddingModuleOptions& options,
+                                          const std::vector<TableOrigin>& origins = {});
 
   const std::vector<EmbeddingTableConfig>& configs() const { return configs_; }
   const EmbeddingModuleOptions& options() const { return options_; }

@@ -83,8 +83,10 @@ class KeyedJaggedTensor {
   // "KJT(keys=[f1, f2], stride=3, values=8, weighted)"
   std::string DebugString() const;
 
- private:
+  // No keys (an empty batch); a valid KJT.
   KeyedJaggedTensor() = default;
+
+ private:
   static StatusOr<KeyedJaggedTensor> Build(std::vector<std::string> keys, std::vector<int64_t> values,
                                            std::vector<int64_t> lengths,
                                            std::optional<std::vector<float>> weights,
@@ -94,10 +96,10 @@ class KeyedJaggedTensor {
   std::vector<std::string> keys_;
   std::vector<int64_t> values_;
   std::vector<int64_t> lengths_;
-  std::vector<int64_t> offsets_;
+  std::vector<int64_t> offsets_{0};
   std::optional<std::vector<float>> weights_;
   std::vector<int64_t> stride_per_key_;
-  std::vector<int64_t> bag_offset_per_key_;  // [F + 1]
+  std::vector<int64_t> bag_offset_per_key_{0};  // [F + 1]
   bool variable_stride_ = false;
 };
 

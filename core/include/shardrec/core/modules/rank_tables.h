@@ -1,0 +1,70 @@
+// The tables one rank holds for a sharded collection: "pieces" (its shards
+// of sharded tables, or whole replicas of data-parallel ones), batched into
+// one EmbeddingTables per compute kernel, so a plan may give each table its
+// own kernel. Each piece starts with the unsharded table's values at its
+// global rows and columns. Thread-safety: as EmbeddingTables.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "shardrec/core/modules/embedding_tables.h"
+
+namespace shardrec {
+
+struct TablePiece {
+  EmbeddingTableConfig config;  // local rows x cols; feature_names: the keys it is looked up under
+  TableOrigin origin;           // where local (0, 0) sits in the full table
+  // Non-empty when a sharder routes ids itself: local row i is global row
+  // global_rows[i] (initial weights are drawn there).
+  std::vector<int64_t> global_rows;
+  std::string kernel;
+};
+
+class RankTables {
+ public:
+  // base: seed, optimizer, bounds check; base.kernel_options go to the
+  // pieces whose kernel is base.kernel.
+  static StatusOr<RankTables> Create(const PluginRegistry& registry, std::vector<TablePiece> pieces,
+                                      const EmbeddingModuleOptions& base);
+
+  size_t size() const { return pieces_.size(); }
+  const TablePiece& piece(size_t p) const { return pieces_[p]; }
+  // Every piece's features in piece order: the keys Forward expects.
+  const std::vector<std::string>& keys() const { return keys_; }
+  // Device bytes of weights and optimizer state.
+  StatusOr<int64_t> Bytes() const;
+
+  // `kjt` has keys() in order; rows/cols per key place the results (see
+  // EmbeddingTables::Forward).
+  Status Forward(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
+                 Tensor& output, int64_t* invalid = nullptr) const;
+  Status Backward(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
+                  const Tensor& grad, int64_t iteration, double learning_rate) const;
+
+  StatusOr<Tensor> ReadWeights(size_t piece) const;  // in the table's dtype
+  StatusOr<Tensor> ReadState(size_t piece) const;    // float32 [rows, state_dim]
+  Status WriteWeights(size_t piece, const Tensor& weights) const;
+  Status WriteState(size_t piece, const Tensor& state) const;
+
+ private:
+  struct Group {
+    EmbeddingTables tables;
+    std::vector<size_t> keys;  // indices into keys()
+  };
+  struct Where {
+    size_t group;
+    int32_t table;
+  };
+  RankTables() = default;
+  template <class Call>
+  Status ForEachGroup(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
+                      Call&& call) const;
+
+  std::vector<TablePiece> pieces_;
+  std::vector<std::string> keys_;
+  std::vector<Group> groups_;
+  std::vector<Where> where_;
+};
+
+}  // namespace shardrec

@@ -1,0 +1,75 @@
+// The sharded EmbeddingBagCollection (TorchRec's ShardedEmbeddingBagCollection):
+// the same tables and the same numbers as the unsharded module, with the
+// tables split across the ranks of a process group by a ShardingPlan.
+//
+// A step, as data (DESIGN.md): each rank holds its local batch; the input
+// dist sends every id to the shards holding its row; each rank's kernels
+// pool partial sums per (bag, shard) for every rank's samples; the output
+// dist sends them back to the sample's rank, where column blocks land at
+// their columns and row blocks add; mean pooling divides by the global bag
+// length last. Forward returns [local batch, sum of dims], features in
+// table order, exactly the unsharded module's layout. Backward runs the
+// path in reverse and applies the fused optimizer on each shard.
+// Data-parallel tables are looked up locally; their backward gathers every
+// rank's ids and gradients so every replica applies the same update (the
+// replicas stay bit-identical).
+//
+// One generic output dist serves every shard grid (one all-to-all, then
+// place-and-add). Pure table-wise plans use the seeds' PooledEmbeddings-
+// AllToAll and pure row-wise ones a reduce-scatter instead; both give the
+// generic path's numbers (tested), and `fast_paths = false` turns them off.
+//
+// Forward and Backward are collective; a Backward uses the input of the
+// Forward before it. Not thread-safe; the group must outlive the module.
+#pragma once
+
+#include <limits>
+
+#include "shardrec/core/modules/sharded_tables.h"
+#include "shardrec/core/sparse/keyed_tensor.h"
+
+namespace shardrec {
+
+struct ShardedModuleOptions {
+  bool fast_paths = true;  // false: the generic output dist for every plan
+};
+
+class ShardedEmbeddingBagCollection {
+ public:
+  static StatusOr<ShardedEmbeddingBagCollection> Create(const PluginRegistry& registry, const ProcessGroup& group,
+                                                        const ShardingPlan& plan, const EmbeddingModuleOptions& options,
+                                                        ShardedModuleOptions sharded = {});
+
+  // input: this rank's batch (every feature the tables serve, one batch
+  // size; a key no table serves is an error).
+  StatusOr<KeyedTensor> Forward(const KeyedJaggedTensor& input, int64_t* invalid_ids = nullptr);
+  // grad: float32 [local batch, sum of dims] for the last Forward's output.
+  Status Backward(const Tensor& grad, int64_t iteration,
+                  double learning_rate = std::numeric_limits<double>::quiet_NaN());
+
+  const ShardedTables& tables() const { return tables_; }
+  // Collective: a whole table as the unsharded module would hold it.
+  StatusOr<TableContents> ReadTable(const std::string& name) const { return tables_.ReadTable(name); }
+  const ShardedStepTimes& times() const { return times_; }
+  // "table_wise", "row_wise" or "generic": the output dist in use.
+  const char* output_dist() const;
+
+ private:
+  enum class Path { kGeneric, kTableWise, kRowWise };
+  ShardedEmbeddingBagCollection(ShardedTables tables, Path path) : tables_(std::move(tables)), path_(path) {}
+  StatusOr<int64_t> BatchSize(const KeyedJaggedTensor& local) const;
+  StatusOr<Tensor> Lookup(const DistributedInput& in) const;
+  Status PlaceOutput(const Tensor& pooled, Tensor& out) const;
+  StatusOr<Tensor> ReturnGradient(const Tensor& grad) const;
+  Status ReplicaBackward(const Tensor& grad, int64_t iteration, double learning_rate) const;
+  std::vector<int64_t> SlotColumns(int rank) const;
+
+  ShardedTables tables_;
+  Path path_;
+  ShardedStepTimes times_;
+  // The last Forward's, for Backward.
+  std::optional<DistributedInput> last_;
+  std::vector<int64_t> batch_per_rank_;
+};
+
+}  // namespace shardrec

@@ -1,0 +1,78 @@
+// What the sharded EmbeddingBagCollection and EmbeddingCollection share:
+// the plan's layout, this rank's shards and data-parallel replicas, the
+// input dist (select the features, route ids to shards, KJT all-to-all),
+// the replicas' gradient gather, and reading a whole table back from its
+// shards. Every method marked collective must be called by every rank of
+// the group in the same order. The group must outlive this object.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "shardrec/core/comm/process_group.h"
+#include "shardrec/core/modules/rank_tables.h"
+#include "shardrec/core/sharding/shard_layout.h"
+
+namespace shardrec {
+
+// Seconds spent per phase, summed over steps (wall clock on this rank).
+struct ShardedStepTimes {
+  double input_dist = 0, lookup = 0, output_dist = 0, backward = 0;
+  int64_t steps = 0;
+};
+
+// One Forward's input side, kept for the matching Backward.
+struct DistributedInput {
+  KeyedJaggedTensor local;            // this rank's batch: the layout's features, in order
+  KeyedJaggedTensor received;         // this rank's lookup input (its slots, every rank's samples)
+  std::vector<int64_t> origin;        // per id sent: its index in local.values()
+  std::vector<int64_t> sent_per_key;  // ids sent per slot key, destination-major
+  KeyedJaggedTensor replica_local;    // the data-parallel features of `local`
+  int64_t invalid = 0;                // ids dropped as out of range
+};
+
+// A whole table as the unsharded module would hold it (float32).
+struct TableContents {
+  Tensor weights;  // [rows, dim]
+  Tensor state;    // [rows, state_dim(dim)]; row-wise Adagrad: the first column block's
+};
+
+class ShardedTables {
+ public:
+  // pooled: shards pool by sum (mean divides at the output) or, for
+  // sequence modules, return one row per id.
+  static StatusOr<ShardedTables> Create(const PluginRegistry& registry, const ProcessGroup& group,
+                                        const ShardingPlan& plan, const EmbeddingModuleOptions& options, bool pooled);
+
+  const ShardLayout& layout() const { return layout_; }
+  const ProcessGroup& group() const { return *group_; }
+  const RankTables& shards() const { return shards_; }
+  const RankTables& replicas() const { return replicas_; }
+  const EmbeddingModuleOptions& options() const { return options_; }
+  // Indices into layout().features() of the data-parallel features.
+  const std::vector<int32_t>& replica_features() const { return replica_features_; }
+
+  // Collective. Checks the input's keys (a key no table serves is an
+  // error naming it; a missing feature too) and sends every id to its shards.
+  StatusOr<DistributedInput> DistributeInput(const KeyedJaggedTensor& input) const;
+  // Collective. Every rank's replica input, sample-concatenated in rank order.
+  StatusOr<KeyedJaggedTensor> GatherReplicaInput(const KeyedJaggedTensor& replica_local) const;
+  // Collective. The table named `name` assembled from every rank's shards.
+  StatusOr<TableContents> ReadTable(const std::string& name) const;
+  // Device bytes this rank holds (weights and optimizer state).
+  StatusOr<int64_t> BytesOnRank() const;
+
+ private:
+  ShardedTables(ShardLayout layout, const ProcessGroup& group, RankTables shards, RankTables replicas,
+                EmbeddingModuleOptions options, bool with_weights);
+
+  ShardLayout layout_;
+  const ProcessGroup* group_;
+  RankTables shards_, replicas_;
+  EmbeddingModuleOptions options_;
+  bool with_weights_;
+  std::vector<int32_t> replica_features_;
+  std::vector<std::string> feature_names_;
+};
+
+}  // namespace shardrec

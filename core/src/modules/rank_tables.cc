@@ -1,0 +1,125 @@
+// RankTables (rank_tables.h).
+#include "shardrec/core/modules/rank_tables.h"
+
+#include <map>
+
+#include "shardrec/core/tensor/dtype_convert.h"
+#include "shardrec/sdk/init.hpp"
+
+namespace shardrec {
+
+StatusOr<RankTables> RankTables::Create(const PluginRegistry& registry, std::vector<TablePiece> pieces,
+                                          const EmbeddingModuleOptions& base) {
+  RankTables st;
+  st.pieces_ = std::move(pieces);
+  st.where_.resize(st.pieces_.size());
+  // Kernels in order of first use; a kernel's pieces keep their order.
+  std::vector<std::string> kernels;
+  std::map<std::string, std::vector<size_t>> by_kernel;
+  std::vector<size_t> first_key(st.pieces_.size());
+  for (size_t p = 0; p < st.pieces_.size(); ++p) {
+    first_key[p] = st.keys_.size();
+    for (const auto& k : st.pieces_[p].config.feature_names) st.keys_.push_back(k);
+    auto [it, added] = by_kernel.try_emplace(st.pieces_[p].kernel);
+    if (added) kernels.push_back(st.pieces_[p].kernel);
+    it->second.push_back(p);
+  }
+  for (const auto& kernel : kernels) {
+    std::vector<EmbeddingTableConfig> configs;
+    std::vector<TableOrigin> origins;
+    std::vector<size_t> keys;
+    for (size_t p : by_kernel[kernel]) {
+      st.where_[p] = {st.groups_.size(), static_cast<int32_t>(configs.size())};
+      configs.push_back(st.pieces_[p].config);
+      origins.push_back(st.pieces_[p].origin);
+      for (size_t k = 0; k < st.pieces_[p].config.feature_names.size(); ++k) keys.push_back(first_key[p] + k);
+    }
+    EmbeddingModuleOptions options = base;
+    options.kernel = kernel;
+    if (kernel != base.kernel) options.kernel_options = {};
+    SR_ASSIGN_OR_RETURN(auto tables, EmbeddingTables::Create(registry, std::move(configs), options, origins));
+    st.groups_.push_back({std::move(tables), std::move(keys)});
+  }
+  // Pieces whose rows a sharder chose: draw their initial weights at the
+  // global rows they stand for.
+  for (size_t p = 0; p < st.pieces_.size(); ++p) {
+    const TablePiece& piece = st.pieces_[p];
+    if (piece.global_rows.empty()) continue;
+    const int64_t rows = piece.config.num_embeddings, cols = piece.config.embedding_dim;
+    Tensor w = Tensor::Empty(dtype::kFloat32, {rows, cols});
+    float* out = w.data<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        out[r * cols + c] = sdk::InitialWeight(base.init_seed, piece.global_rows[static_cast<size_t>(r)],
+                                               piece.origin.col + c, piece.config.init_min(), piece.config.init_max());
+      }
+    }
+    SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(w, ToDLDataType(piece.config.data_type), piece.config.name));
+    SR_RETURN_IF_ERROR(st.WriteWeights(p, typed));
+  }
+  return st;
+}
+
+StatusOr<int64_t> RankTables::Bytes() const {
+  int64_t bytes = 0;
+  for (const Where& w : where_) {
+    SR_ASSIGN_OR_RETURN(auto info, groups_[w.group].tables.Info(w.table));
+    bytes += info.bytes;
+  }
+  return bytes;
+}
+
+template <class Call>
+Status RankTables::ForEachGroup(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows,
+                                 const std::vector<int64_t>& cols, Call&& call) const {
+  if (groups_.size() == 1) return call(groups_[0].tables, kjt, rows, cols);
+  for (const Group& g : groups_) {
+    std::vector<std::string> names;
+    std::vector<int64_t> g_rows, g_cols;
+    for (size_t k : g.keys) {
+      names.push_back(keys_[k]);
+      g_rows.push_back(rows[k]);
+      g_cols.push_back(cols[k]);
+    }
+    SR_ASSIGN_OR_RETURN(auto selected, kjt.Select(names));
+    SR_RETURN_IF_ERROR(call(g.tables, selected, g_rows, g_cols));
+  }
+  return Status::Ok();
+}
+
+Status RankTables::Forward(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows,
+                            const std::vector<int64_t>& cols, Tensor& output, int64_t* invalid) const {
+  if (groups_.empty()) return Status::Ok();
+  return ForEachGroup(kjt, rows, cols, [&](const EmbeddingTables& t, const KeyedJaggedTensor& k,
+                                           const std::vector<int64_t>& r, const std::vector<int64_t>& c) {
+    int64_t dropped = 0;
+    SR_RETURN_IF_ERROR(t.Forward(k, r, c, output, &dropped));
+    if (invalid != nullptr) *invalid += dropped;
+    return Status::Ok();
+  });
+}
+
+Status RankTables::Backward(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows,
+                             const std::vector<int64_t>& cols, const Tensor& grad, int64_t iteration,
+                             double learning_rate) const {
+  if (groups_.empty()) return Status::Ok();
+  return ForEachGroup(kjt, rows, cols, [&](const EmbeddingTables& t, const KeyedJaggedTensor& k,
+                                           const std::vector<int64_t>& r, const std::vector<int64_t>& c) {
+    return t.Backward(k, r, c, grad, iteration, learning_rate);
+  });
+}
+
+StatusOr<Tensor> RankTables::ReadWeights(size_t p) const {
+  return groups_[where_[p].group].tables.ReadWeights(where_[p].table);
+}
+StatusOr<Tensor> RankTables::ReadState(size_t p) const {
+  return groups_[where_[p].group].tables.ReadState(where_[p].table);
+}
+Status RankTables::WriteWeights(size_t p, const Tensor& weights) const {
+  return groups_[where_[p].group].tables.WriteWeights(where_[p].table, weights);
+}
+Status RankTables::WriteState(size_t p, const Tensor& state) const {
+  return groups_[where_[p].group].tables.WriteState(where_[p].table, state);
+}
+
+}  // namespace shardrec

@@ -1,0 +1,240 @@
+// ShardedTables (sharded_tables.h).
+#include "shardrec/core/modules/sharded_tables.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "shardrec/core/dist/kjt_all_to_all.h"
+#include "shardrec/core/dist/shard_input_dist.h"
+#include "shardrec/core/tensor/dtype_convert.h"
+#include "shardrec/sdk/optimizer.hpp"
+
+namespace shardrec {
+
+namespace {
+std::string KernelOf(const ShardedTable& t, const EmbeddingModuleOptions& options) {
+  return t.sharding.compute_kernel.empty() ? options.kernel : t.sharding.compute_kernel;
+}
+
+// This rank's shards of every sharded table, in layout slot order.
+std::vector<TablePiece> ShardPieces(const ShardLayout& layout, int rank, const EmbeddingModuleOptions& options,
+                                    bool pooled) {
+  std::vector<TablePiece> pieces;
+  const auto& tables = layout.plan().tables;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const ShardedTable& table = tables[t];
+    if (table.placement.replicated) continue;
+    const auto& routing = layout.routing(static_cast<int32_t>(t));
+    for (size_t s = 0; s < table.placement.shards.size(); ++s) {
+      const sr_shard& shard = table.placement.shards[s];
+      if (shard.rank != rank || shard.num_rows == 0 || shard.num_cols == 0) continue;
+      TablePiece p;
+      p.config = table.config;
+      p.config.name = fmt::format("{}@{}", table.config.name, s);
+      p.config.num_embeddings = shard.num_rows;
+      p.config.embedding_dim = shard.num_cols;
+      p.config.weight_init_min = table.config.init_min();
+      p.config.weight_init_max = table.config.init_max();
+      p.config.pooling = pooled ? PoolingType::kSum : PoolingType::kNone;
+      p.config.feature_names.clear();
+      for (const auto& f : table.config.feature_names) p.config.feature_names.push_back(fmt::format("{}@{}", f, s));
+      const int32_t block = layout.BlockOfShard(static_cast<int32_t>(t), static_cast<int32_t>(s));
+      if (routing.router != nullptr) {
+        p.global_rows = routing.block_global_rows[static_cast<size_t>(block)];
+        p.origin = {0, shard.col_offset};
+      } else {
+        p.origin = {shard.row_offset, shard.col_offset};
+      }
+      p.kernel = KernelOf(table, options);
+      pieces.push_back(std::move(p));
+    }
+  }
+  return pieces;
+}
+
+std::vector<TablePiece> ReplicaPieces(const ShardLayout& layout, const EmbeddingModuleOptions& options, bool pooled) {
+  std::vector<TablePiece> pieces;
+  for (const ShardedTable& table : layout.plan().tables) {
+    if (!table.placement.replicated) continue;
+    TablePiece p;
+    p.config = table.config;
+    if (!pooled) p.config.pooling = PoolingType::kNone;
+    p.kernel = KernelOf(table, options);
+    pieces.push_back(std::move(p));
+  }
+  return pieces;
+}
+}  // namespace
+
+ShardedTables::ShardedTables(ShardLayout layout, const ProcessGroup& group, RankTables shards, RankTables replicas,
+                             EmbeddingModuleOptions options, bool with_weights)
+    : layout_(std::move(layout)),
+      group_(&group),
+      shards_(std::move(shards)),
+      replicas_(std::move(replicas)),
+      options_(std::move(options)),
+      with_weights_(with_weights) {
+  for (size_t f = 0; f < layout_.features().size(); ++f) {
+    feature_names_.push_back(layout_.features()[f].name);
+    if (layout_.replicated(layout_.features()[f].table)) replica_features_.push_back(static_cast<int32_t>(f));
+  }
+}
+
+StatusOr<ShardedTables> ShardedTables::Create(const PluginRegistry& registry, const ProcessGroup& group,
+                                              const ShardingPlan& plan, const EmbeddingModuleOptions& options,
+                                              bool pooled) {
+  if (plan.world_size != group.world_size()) {
+    return InvalidArgumentError(fmt::format("the plan is for {} ranks, the process group has {}", plan.world_size,
+                                            group.world_size()));
+  }
+  SR_ASSIGN_OR_RETURN(ShardLayout layout, ShardLayout::Create(registry, plan));
+  SR_ASSIGN_OR_RETURN(RankTables shards,
+                      RankTables::Create(registry, ShardPieces(layout, group.rank(), options, pooled), options));
+  SR_ASSIGN_OR_RETURN(RankTables replicas, RankTables::Create(registry, ReplicaPieces(layout, options, pooled), options));
+  bool with_weights = false;
+  for (const auto& t : plan.tables) with_weights |= pooled && t.config.is_weighted && !t.placement.replicated;
+  return ShardedTables(std::move(layout), group, std::move(shards), std::move(replicas), options, with_weights);
+}
+
+StatusOr<DistributedInput> ShardedTables::DistributeInput(const KeyedJaggedTensor& input) const {
+  const std::set<std::string> served(feature_names_.begin(), feature_names_.end());
+  for (const auto& key : input.keys()) {
+    if (served.count(key) == 0) {
+      return Status(SR_NOT_FOUND, fmt::format("feature '{}' has no table (the tables serve: {})", key,
+                                              fmt::join(feature_names_, ", ")));
+    }
+  }
+  DistributedInput d;
+  SR_ASSIGN_OR_RETURN(d.local, input.Select(feature_names_));
+  if (with_weights_ && !d.local.has_weights()) {
+    for (const auto& t : layout_.plan().tables) {
+      if (t.config.is_weighted && !t.placement.replicated) {
+        return InvalidArgumentError("table '" + t.config.name + "' is weighted but the input has no weights");
+      }
+    }
+  }
+  if (layout_.any_sharded()) {
+    SR_ASSIGN_OR_RETURN(auto routed, RouteToShards(layout_, d.local, options_.bounds_check, with_weights_));
+    SR_ASSIGN_OR_RETURN(d.received, KjtAllToAll(*group_, routed.kjt, routed.splits));
+    d.origin = std::move(routed.origin);
+    d.sent_per_key = routed.kjt.length_per_key();
+    d.invalid = routed.invalid;
+  }
+  if (!replica_features_.empty()) {
+    std::vector<std::string> names;
+    for (int32_t f : replica_features_) names.push_back(feature_names_[static_cast<size_t>(f)]);
+    SR_ASSIGN_OR_RETURN(d.replica_local, d.local.Select(names));
+  }
+  return d;
+}
+
+StatusOr<KeyedJaggedTensor> ShardedTables::GatherReplicaInput(const KeyedJaggedTensor& replica_local) const {
+  const int world = group_->world_size();
+  std::vector<std::string> keys;
+  std::vector<int64_t> values, lengths, strides;
+  std::optional<std::vector<float>> weights;
+  if (replica_local.has_weights()) weights.emplace();
+  for (int r = 0; r < world; ++r) {
+    keys.insert(keys.end(), replica_local.keys().begin(), replica_local.keys().end());
+    values.insert(values.end(), replica_local.values().begin(), replica_local.values().end());
+    lengths.insert(lengths.end(), replica_local.lengths().begin(), replica_local.lengths().end());
+    strides.insert(strides.end(), replica_local.stride_per_key().begin(), replica_local.stride_per_key().end());
+    if (weights) weights->insert(weights->end(), replica_local.weights()->begin(), replica_local.weights()->end());
+  }
+  SR_ASSIGN_OR_RETURN(auto send, KeyedJaggedTensor::FromLengthsWithRepeatedKeys(
+                                     std::move(keys), std::move(values), std::move(lengths), std::move(weights),
+                                     std::move(strides)));
+  return KjtAllToAll(*group_, send, std::vector<int64_t>(static_cast<size_t>(world), replica_local.num_keys()));
+}
+
+StatusOr<int64_t> ShardedTables::BytesOnRank() const {
+  SR_ASSIGN_OR_RETURN(int64_t a, shards_.Bytes());
+  SR_ASSIGN_OR_RETURN(int64_t b, replicas_.Bytes());
+  return a + b;
+}
+
+StatusOr<TableContents> ShardedTables::ReadTable(const std::string& name) const {
+  const auto& tables = layout_.plan().tables;
+  int32_t t = -1;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    if (tables[i].config.name == name) t = static_cast<int32_t>(i);
+  }
+  if (t < 0) return Status(SR_NOT_FOUND, "no table '" + name + "'");
+  const ShardedTable& table = tables[static_cast<size_t>(t)];
+  const int64_t rows = table.config.num_embeddings, dim = table.config.embedding_dim;
+  const int32_t optimizer = options_.optimizer.optimizer;
+  TableContents out;
+  if (table.placement.replicated) {
+    size_t p = 0;
+    while (replicas_.piece(p).config.name != name) ++p;
+    SR_ASSIGN_OR_RETURN(Tensor w, replicas_.ReadWeights(p));
+    SR_ASSIGN_OR_RETURN(out.weights, ToFloat32(w, "table '" + name + "'"));
+    SR_ASSIGN_OR_RETURN(out.state, replicas_.ReadState(p));
+    return out;
+  }
+  // Every rank packs its shards of the table (shard order): weights, then state.
+  const int world = group_->world_size(), me = group_->rank();
+  const auto& shards = table.placement.shards;
+  auto on = [&](const sr_shard& s, int r) { return s.rank == r && s.num_rows > 0 && s.num_cols > 0; };
+  std::vector<int64_t> counts(static_cast<size_t>(world), 0);
+  for (const sr_shard& s : shards) {
+    if (on(s, s.rank)) counts[static_cast<size_t>(s.rank)] += s.num_rows * (s.num_cols + sdk::StateDim(optimizer, s.num_cols));
+  }
+  std::vector<float> send;
+  send.reserve(static_cast<size_t>(counts[static_cast<size_t>(me)]));
+  size_t piece = 0;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    if (!on(shards[s], me)) continue;
+    const std::string key = fmt::format("{}@{}", name, s);
+    while (shards_.piece(piece).config.name != key) ++piece;
+    SR_ASSIGN_OR_RETURN(Tensor w, shards_.ReadWeights(piece));
+    SR_ASSIGN_OR_RETURN(Tensor wf, ToFloat32(w, key));
+    SR_ASSIGN_OR_RETURN(Tensor st, shards_.ReadState(piece));
+    send.insert(send.end(), wf.data<float>(), wf.data<float>() + wf.numel());
+    send.insert(send.end(), st.data<float>(), st.data<float>() + st.numel());
+  }
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  Tensor recv = Tensor::Empty(dtype::kFloat32, {total});
+  SR_RETURN_IF_ERROR(group_->AllGatherV(Tensor::FromVector(send), &recv, counts).WithContext("reading table '" + name + "'"));
+
+  const int64_t state_dim = sdk::StateDim(optimizer, dim);
+  out.weights = Tensor::Zeros(dtype::kFloat32, {rows, dim});
+  out.state = Tensor::Zeros(dtype::kFloat32, {rows, state_dim});
+  float* W = out.weights.data<float>();
+  float* S = out.state.data<float>();
+  const float* src = recv.data<float>();
+  for (int r = 0; r < world; ++r) {
+    for (size_t s = 0; s < shards.size(); ++s) {
+      const sr_shard& sh = shards[s];
+      if (!on(sh, r)) continue;
+      const int32_t block = layout_.BlockOfShard(t, static_cast<int32_t>(s));
+      const int64_t local_state = sdk::StateDim(optimizer, sh.num_cols);
+      for (int64_t i = 0; i < sh.num_rows; ++i) {
+        const int64_t g = layout_.GlobalRow(t, block, i);
+        std::memcpy(W + g * dim + sh.col_offset, src + i * sh.num_cols, static_cast<size_t>(sh.num_cols) * sizeof(float));
+      }
+      src += sh.num_rows * sh.num_cols;
+      for (int64_t i = 0; i < sh.num_rows && local_state > 0; ++i) {
+        const int64_t g = layout_.GlobalRow(t, block, i);
+        if (optimizer == SR_OPTIMIZER_ROWWISE_ADAGRAD) {
+          if (sh.col_offset == 0) S[g * state_dim] = src[i];
+          continue;
+        }
+        // Element-wise state: local_state / cols groups of columns (Adam: m then v).
+        for (int64_t j = 0; j < local_state; ++j) {
+          const int64_t group = j / sh.num_cols, c = j % sh.num_cols;
+          S[g * state_dim + group * dim + sh.col_offset + c] = src[i * local_state + j];
+        }
+      }
+      src += sh.num_rows * local_state;
+    }
+  }
+  return out;
+}
+
+}  // namespace shardrec

@@ -1,0 +1,243 @@
+// ShardedEmbeddingBagCollection against the unsharded module on the same
+// global batch: outputs at every step, then every table row and optimizer
+// state after the last (fp32, 1e-5), for each built-in sharder x world
+// sizes 1-4 x {sum, mean} x {weighted, unweighted}, over the comm backend
+// of the test parameter; a mixed plan; tables with fewer rows than ranks;
+// the fast paths against the generic output dist; bit-identical
+// data-parallel replicas; and the errors a user meets.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include "sharded_fixture.h"
+#include "shardrec/core/modules/embedding_bag_collection.h"
+#include "shardrec/core/modules/sharded_embedding_bag_collection.h"
+#include "shardrec/core/tensor/dtype_convert.h"
+
+namespace shardrec {
+namespace {
+
+constexpr float kTol = 1e-5f;
+constexpr int kSteps = 3;
+
+struct Case {
+  std::string sharder;  // "" with plan_json: the plan file
+  int world = 2;
+  PoolingType pooling = PoolingType::kSum;
+  bool weighted = false;
+  std::string optimizer = "adagrad,lr=0.1";
+  std::string plan_json;
+  bool fast_paths = true;
+  int ranks_per_host = 0;  // 0: the world
+};
+
+std::string Describe(const Case& c) {
+  return fmt::format("sharder={} world={} pooling={} weighted={} optimizer={} fast_paths={}",
+                     c.sharder.empty() ? "plan" : c.sharder, c.world, PoolingName(c.pooling), c.weighted, c.optimizer,
+                     c.fast_paths);
+}
+
+class ShardedEbc : public ShardedTest {
+ protected:
+  // t0 has two features; t2 has fewer rows than a world of 4 has ranks.
+  static std::vector<EmbeddingTableConfig> Tables(const Case& c) {
+    return {Table("t0", 50, 8, {"f0", "f1"}, c.pooling, c.weighted), Table("t1", 23, 5, {"f2"}, c.pooling, c.weighted),
+            Table("t2", 3, 12, {"f3"}, c.pooling, c.weighted)};
+  }
+  static int64_t BatchOf(int rank) { return 3 + rank % 2; }  // unequal on purpose
+
+  // Runs the case; returns the output dist the sharded module chose.
+  std::string Run(const Case& c) {
+    SCOPED_TRACE(Describe(c));
+    const auto tables = Tables(c);
+    PlanRequest req;
+    req.tables = tables;
+    req.world_size = c.world;
+    req.ranks_per_host = c.ranks_per_host > 0 ? c.ranks_per_host : c.world;
+    req.sharder = c.sharder;
+    if (!c.plan_json.empty()) req.spec = ParsePlanJson(c.plan_json, "test plan").value();
+    auto plan = MakePlan(registry_, req);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    if (!plan.ok()) return "";
+    EmbeddingModuleOptions options;
+    options.optimizer = OptimizerSpec::Parse(c.optimizer).value();
+    options.init_seed = 7;
+
+    // The unsharded reference on the global batch.
+    auto ref = EmbeddingBagCollection::Create(registry_, tables, options);
+    EXPECT_TRUE(ref.ok()) << ref.status().ToString();
+    if (!ref.ok()) return "";
+    std::vector<int64_t> first(static_cast<size_t>(c.world) + 1, 0);
+    for (int r = 0; r < c.world; ++r) first[static_cast<size_t>(r) + 1] = first[static_cast<size_t>(r)] + BatchOf(r);
+    const int64_t global = first.back();
+    int64_t width = 0;
+    for (const auto& t : tables) width += t.embedding_dim * static_cast<int64_t>(t.feature_names.size());
+    std::vector<Tensor> expected;
+    for (int step = 0; step < kSteps; ++step) {
+      std::vector<KeyedJaggedTensor> per_rank;
+      for (int r = 0; r < c.world; ++r) per_rank.push_back(LocalBatch(tables, r, step, BatchOf(r)));
+      const auto batch = GlobalBatch(per_rank);
+      auto out = ref->Forward(batch);
+      EXPECT_TRUE(out.ok()) << out.status().ToString();
+      if (!out.ok()) return "";
+      expected.push_back(out->values().Clone());
+      EXPECT_TRUE(ref->Backward(batch, PooledGrad(0, global, width, step), step + 1).ok());
+    }
+
+    std::mutex mu;
+    std::string path;
+    std::map<std::string, std::vector<Tensor>> replicas;  // DP table -> every rank's weights
+    OnRanks(c.world, [&](const ProcessGroup& group) {
+      const int me = group.rank();
+      ShardedModuleOptions so;
+      so.fast_paths = c.fast_paths;
+      auto sebc = ShardedEmbeddingBagCollection::Create(registry_, group, plan.value(), options, so);
+      ASSERT_TRUE(sebc.ok()) << sebc.status().ToString();
+      for (int step = 0; step < kSteps; ++step) {
+        auto out = sebc->Forward(LocalBatch(tables, me, step, BatchOf(me)));
+        ASSERT_TRUE(out.ok()) << out.status().ToString();
+        EXPECT_LE(MaxAbsDiff(out->values(), Rows(expected[static_cast<size_t>(step)], first[static_cast<size_t>(me)], BatchOf(me))), kTol)
+            << "output, rank " << me << ", step " << step;
+        auto st = sebc->Backward(PooledGrad(first[static_cast<size_t>(me)], BatchOf(me), width, step), step + 1);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+      }
+      for (size_t t = 0; t < tables.size(); ++t) {
+        auto got = sebc->ReadTable(tables[t].name);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        const auto want_w = ToFloat32(ref->tables().ReadWeights(static_cast<int32_t>(t)).value(), "w").value();
+        const auto want_s = ref->tables().ReadState(static_cast<int32_t>(t)).value();
+        EXPECT_LE(MaxAbsDiff(got->weights, want_w), kTol) << "weights of " << tables[t].name << ", rank " << me;
+        EXPECT_LE(MaxAbsDiff(got->state, want_s), kTol) << "optimizer state of " << tables[t].name << ", rank " << me;
+        if (plan->tables[t].placement.replicated) {
+          std::lock_guard<std::mutex> lock(mu);
+          replicas[tables[t].name].push_back(got->weights.Clone());
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      path = sebc->output_dist();
+    });
+    for (const auto& [name, copies] : replicas) {
+      for (const auto& copy : copies) {
+        EXPECT_EQ(MaxAbsDiff(copy, copies[0]), 0.0f) << "data-parallel replicas of " << name << " differ";
+      }
+    }
+    return path;
+  }
+
+  void Matrix(const std::string& sharder) {
+    for (int world = 1; world <= 4; ++world) {
+      for (PoolingType pooling : {PoolingType::kSum, PoolingType::kMean}) {
+        for (bool weighted : {false, true}) {
+          Case c;
+          c.sharder = sharder;
+          c.world = world;
+          c.pooling = pooling;
+          c.weighted = weighted;
+          // Table-row-wise over two hosts where the world allows.
+          if (sharder == "table_row_wise" && world % 2 == 0) c.ranks_per_host = world / 2;
+          Run(c);
+        }
+      }
+    }
+  }
+};
+
+TEST_P(ShardedEbc, TableWiseEqualsUnsharded) { Matrix("table_wise"); }
+TEST_P(ShardedEbc, RowWiseEqualsUnsharded) { Matrix("row_wise"); }
+TEST_P(ShardedEbc, ColumnWiseEqualsUnsharded) { Matrix("column_wise"); }
+TEST_P(ShardedEbc, TableRowWiseEqualsUnsharded) { Matrix("table_row_wise"); }
+TEST_P(ShardedEbc, DataParallelEqualsUnshardedWithIdenticalReplicas) { Matrix("data_parallel"); }
+
+TEST_P(ShardedEbc, MixedPlanEqualsUnsharded) {
+  Case c;
+  c.world = 3;
+  c.weighted = true;
+  c.plan_json = R"({"plan": {
+      "t0": {"sharding_type": "row_wise"},
+      "t1": {"sharding_type": "data_parallel"},
+      "t2": {"sharding_type": "column_wise", "ranks": [2, 0], "sharder_options": {"block_cols": "6"}}}})";
+  EXPECT_EQ(Run(c), "generic");
+  c.pooling = PoolingType::kMean;
+  c.plan_json = R"({"plan": {
+      "t0": {"sharding_type": "table_wise", "ranks": [1]},
+      "t1": {"sharding_type": "row_wise"},
+      "t2": {"sharding_type": "row_wise", "shards": [{"rows": [0, 2], "cols": [0, 7], "rank": 2},
+                                                    {"rows": [0, 2], "cols": [7, 5], "rank": 0},
+                                                    {"rows": [2, 1], "cols": [0, 12], "rank": 1}]}}})";
+  EXPECT_EQ(Run(c), "generic");
+}
+
+TEST_P(ShardedEbc, OtherOptimizersEqualUnsharded) {
+  for (const char* sharder : {"row_wise", "table_row_wise", "table_wise"}) {
+    for (const char* opt : {"sgd,lr=0.5", "rowwise_adagrad,lr=0.2", "adam,lr=0.01"}) {
+      Case c;
+      c.sharder = sharder;
+      c.world = 3;
+      c.optimizer = opt;
+      Run(c);
+    }
+  }
+  Case c;
+  c.sharder = "column_wise";
+  c.world = 2;
+  c.optimizer = "adam,lr=0.01";
+  Run(c);
+}
+
+TEST_P(ShardedEbc, FastPathsGiveTheGenericNumbers) {
+  for (const char* sharder : {"table_wise", "row_wise"}) {
+    for (PoolingType pooling : {PoolingType::kSum, PoolingType::kMean}) {
+      Case c;
+      c.sharder = sharder;
+      c.world = 3;
+      c.pooling = pooling;
+      c.weighted = true;
+      EXPECT_EQ(Run(c), sharder);  // the fast path was taken, and matched
+      c.fast_paths = false;
+      EXPECT_EQ(Run(c), "generic");
+    }
+  }
+}
+
+TEST_P(ShardedEbc, RefusesWhatNoTableServesAndMissingWeights) {
+  Case c;
+  c.sharder = "row_wise";
+  c.weighted = true;
+  const auto tables = Tables(c);
+  PlanRequest req;
+  req.tables = tables;
+  req.world_size = 2;
+  req.ranks_per_host = 2;
+  req.sharder = "row_wise";
+  auto plan = MakePlan(registry_, req);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  OnRanks(2, [&](const ProcessGroup& group) {
+    auto sebc = ShardedEmbeddingBagCollection::Create(registry_, group, plan.value(), {});
+    ASSERT_TRUE(sebc.ok()) << sebc.status().ToString();
+    const auto good = LocalBatch(tables, group.rank(), 0, 2);
+    // A key no table serves: refused on every rank before any exchange.
+    auto extra = KeyedJaggedTensor::Concat({good, KeyedJaggedTensor::FromLengths({"stray"}, {1}, {1, 0}, std::vector<float>{1}).value()});
+    ASSERT_TRUE(extra.ok());
+    auto out = sebc->Forward(extra.value());
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("feature 'stray' has no table"), std::string::npos) << out.status().ToString();
+    auto no_weights = KeyedJaggedTensor::FromLengths(good.keys(), good.values(), good.lengths());
+    out = sebc->Forward(no_weights.value());
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("is weighted but the input has no weights"), std::string::npos);
+    EXPECT_FALSE(sebc->Backward(Tensor::Zeros(dtype::kFloat32, {2, 38}), 1).ok());  // no Forward yet
+    // An id outside its table (fatal bounds check) names feature, sample and table.
+    std::vector<int64_t> values = good.values();
+    values[0] = 1000;
+    out = sebc->Forward(KeyedJaggedTensor::FromLengths(good.keys(), values, good.lengths(), *good.weights()).value());
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("is outside table"), std::string::npos) << out.status().ToString();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Comm, ShardedEbc, ::testing::Values("local", "gloo"));
+
+}  // namespace
+}  // namespace shardrec

@@ -1,0 +1,111 @@
+// Shared pieces of the sharded-module tests: a registry with the comm
+// backend under test (the test parameter, "local" or "gloo"), the CPU
+// kernel and the built-in sharders; synthetic per-rank batches whose
+// concatenation in rank order is the unsharded run's global batch; and a
+// gradient that is a function of (global sample, column), so each rank
+// computes its own rows of the global gradient.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "../dist/ranks_fixture.h"
+#include "shardrec/core/sharding/sharding_plan.h"
+#include "shardrec/core/sparse/keyed_jagged_tensor.h"
+
+namespace shardrec {
+
+class ShardedTest : public RanksTest {
+ protected:
+  void SetUp() override {
+    RanksTest::SetUp();
+    if (IsSkipped()) return;
+    for (const char* lib : {"libshardrec_sharder_builtin.so", "libshardrec_kernel_cpu.so"}) {
+      ASSERT_TRUE(registry_.LoadLibrary(std::filesystem::path(SHARDREC_BUILT_PLUGIN_DIR) / lib).ok()) << lib;
+    }
+  }
+
+  static EmbeddingTableConfig Table(std::string name, int64_t rows, int64_t dim, std::vector<std::string> features,
+                                    PoolingType pooling, bool weighted) {
+    EmbeddingTableConfig t;
+    t.name = std::move(name);
+    t.num_embeddings = rows;
+    t.embedding_dim = dim;
+    t.feature_names = std::move(features);
+    t.pooling = pooling;
+    t.is_weighted = weighted;
+    return t;
+  }
+
+  // Rank `rank`'s batch at `step`: `batch` samples per feature, 0-3 ids
+  // each (empty bags included), ids uniform in the table, weights in [0.5, 1.5).
+  static KeyedJaggedTensor LocalBatch(const std::vector<EmbeddingTableConfig>& tables, int rank, int step,
+                                      int64_t batch) {
+    std::mt19937_64 rng(static_cast<uint64_t>(rank) * 1000003u + static_cast<uint64_t>(step) * 7919u + 17u);
+    std::vector<std::string> keys;
+    std::vector<int64_t> values, lengths;
+    std::vector<float> weights;
+    for (const auto& t : tables) {
+      for (const auto& f : t.feature_names) {
+        keys.push_back(f);
+        for (int64_t b = 0; b < batch; ++b) {
+          const int64_t n = static_cast<int64_t>(rng() % 4);
+          lengths.push_back(n);
+          for (int64_t i = 0; i < n; ++i) {
+            values.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(t.num_embeddings)));
+            weights.push_back(0.5f + static_cast<float>(rng() % 1000) / 1000.0f);
+          }
+        }
+      }
+    }
+    return KeyedJaggedTensor::FromLengths(keys, values, lengths, weights).value();
+  }
+
+  // Every rank's batch, samples concatenated in rank order, per feature.
+  static KeyedJaggedTensor GlobalBatch(const std::vector<KeyedJaggedTensor>& per_rank) {
+    const auto& keys = per_rank[0].keys();
+    std::vector<int64_t> values, lengths;
+    std::vector<float> weights;
+    for (int k = 0; k < per_rank[0].num_keys(); ++k) {
+      for (const auto& kjt : per_rank) {
+        const int64_t b0 = kjt.BagOffset(k), b1 = kjt.BagOffset(k + 1);
+        const int64_t v0 = kjt.offsets()[static_cast<size_t>(b0)], v1 = kjt.offsets()[static_cast<size_t>(b1)];
+        lengths.insert(lengths.end(), kjt.lengths().begin() + b0, kjt.lengths().begin() + b1);
+        values.insert(values.end(), kjt.values().begin() + v0, kjt.values().begin() + v1);
+        weights.insert(weights.end(), kjt.weights()->begin() + v0, kjt.weights()->begin() + v1);
+      }
+    }
+    return KeyedJaggedTensor::FromLengths(keys, values, lengths, weights).value();
+  }
+
+  static float GradAt(int64_t global_sample, int64_t col, int step) {
+    return static_cast<float>(std::sin(0.37 * static_cast<double>(global_sample) + 0.11 * static_cast<double>(col) +
+                                       static_cast<double>(step)));
+  }
+  // Rows [first, first + rows) of the global pooled gradient.
+  static Tensor PooledGrad(int64_t first, int64_t rows, int64_t width, int step) {
+    Tensor g = Tensor::Empty(dtype::kFloat32, {rows, width});
+    for (int64_t b = 0; b < rows; ++b) {
+      for (int64_t c = 0; c < width; ++c) g.data<float>()[b * width + c] = GradAt(first + b, c, step);
+    }
+    return g;
+  }
+
+  static float MaxAbsDiff(const Tensor& a, const Tensor& b) {
+    EXPECT_EQ(a.shape(), b.shape());
+    if (a.shape() != b.shape()) return INFINITY;
+    float m = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(a.data<float>()[i] - b.data<float>()[i]));
+    return m;
+  }
+  // Rows [first, first + rows) of a 2-D float tensor.
+  static Tensor Rows(const Tensor& t, int64_t first, int64_t rows) {
+    Tensor out = Tensor::Empty(dtype::kFloat32, {rows, t.size(1)});
+    std::copy(t.data<float>() + first * t.size(1), t.data<float>() + (first + rows) * t.size(1), out.data<float>());
+    return out;
+  }
+};
+
+}  // namespace shardrec
