@@ -16,5 +16,6 @@ int RunEmbed(const std::vector<std::string>& args);         // embed
 int RunLaunch(const std::vector<std::string>& args);        // launch
 int RunCommCheck(const std::vector<std::string>& args);     // comm check
 int RunBenchComm(const std::vector<std::string>& args);     // bench comm
+int RunTrain(const std::vector<std::string>& args);         // train
 
 }  // namespace shardrec::cli

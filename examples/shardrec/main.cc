@@ -17,6 +17,8 @@ namespace shardrec::cli {
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
+      {"train", "train sharded embedding tables on synthetic data: throughput, time split, memory, --verify",
+       &RunTrain},
       {"plugins list", "list the plugins found: kind, name, version, library, ABI, capabilities",
        &RunPluginsList},
       {"plugins check", "run the conformance kit on plugin libraries given by path",

@@ -1,0 +1,404 @@
+// `shardrec train`: trains a ShardedEmbeddingBagCollection on synthetic
+// data (train_data.h) across the ranks of a job, and reports throughput,
+// where the time went, and memory per rank. With no flags it is the
+// embedded default job: 2 ranks as threads (local comm), CPU kernel,
+// balanced table-wise plan. `--verify` runs the same steps unsharded on
+// rank 0 beside it and prints the largest differences.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "comm_job.h"
+#include "commands.h"
+#include "shardrec/core/launch/dist_env.h"
+#include "shardrec/core/modules/embedding_bag_collection.h"
+#include "shardrec/core/modules/sharded_embedding_bag_collection.h"
+#include "shardrec/core/sharding/sharding_plan.h"
+#include "shardrec/core/tensor/dtype_convert.h"
+#include "shardrec/sdk/optimizer.hpp"
+#include "train_data.h"
+
+namespace shardrec::cli {
+
+namespace {
+
+struct TrainFlags {
+  std::string tables = "4x100000x64,2x20000x16";
+  std::string plan, plan_out, sharder, kernel = "cpu", optimizer = "adagrad,lr=0.05", ids = "uniform";
+  std::string pooling_factor = "8", bounds = "fatal";
+  int64_t batch = 512, steps = 50;
+  uint64_t seed = 0;
+  bool verify = false, no_fast_paths = false;
+  double tolerance = 1e-5;
+};
+
+std::string Rate(double per_s) {
+  if (per_s >= 1e9) return fmt::format("{:.2f}G", per_s / 1e9);
+  if (per_s >= 1e6) return fmt::format("{:.2f}M", per_s / 1e6);
+  if (per_s >= 1e3) return fmt::format("{:.1f}k", per_s / 1e3);
+  return fmt::format("{:.0f}", per_s);
+}
+
+std::string Bytes(int64_t b) {
+  if (b >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1 << 30));
+  if (b >= (int64_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
+  return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
+}
+
+// Rank 0's progress on stderr: a redrawn bar on a terminal, else a line
+// every tenth of the run.
+class Progress {
+ public:
+  Progress(int64_t steps, bool enabled) : steps_(steps), enabled_(enabled), tty_(isatty(STDERR_FILENO) != 0) {}
+  void Step(int64_t done, double samples_per_s) {
+    if (!enabled_) return;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(steps_, 1));
+    const std::string line = fmt::format("[{}{}] {}/{} steps, {} samples/s", std::string(filled, '='),
+                                         std::string(kWidth - filled, ' '), done, steps_, Rate(samples_per_s));
+    if (tty_) {
+      std::cerr << "\r" << line << (done == steps_ ? "\n" : "") << std::flush;
+    } else if (done == steps_ || done * 10 / steps_ != (done - 1) * 10 / steps_) {
+      std::cerr << line << "\n";
+    }
+  }
+
+ private:
+  int64_t steps_;
+  bool enabled_, tty_;
+};
+
+
+// The largest |got - want|, and the largest |got - want| / max(1, |want|):
+// large accumulators (Adagrad's sum of squares) are judged relative to
+// their size, everything of size <= 1 absolutely.
+struct Diff {
+  double abs = 0, scaled = 0;
+  void Add(const Tensor& got, const Tensor& want) {
+    if (got.shape() != want.shape()) {
+      abs = scaled = INFINITY;
+      return;
+    }
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const double w = want.data<float>()[i];
+      const double d = std::abs(static_cast<double>(got.data<float>()[i]) - w);
+      abs = std::max(abs, d);
+      scaled = std::max(scaled, d / std::max(1.0, std::abs(w)));
+    }
+  }
+};
+
+// int64 values, one per rank, on every rank.
+StatusOr<std::vector<int64_t>> GatherInt(const ProcessGroup& group, int64_t v) {
+  Tensor all = Tensor::Empty(dtype::kInt64, {group.world_size()});
+  SR_RETURN_IF_ERROR(group.AllGatherV(Tensor::FromVector(std::vector<int64_t>{v}), &all,
+                                      std::vector<int64_t>(static_cast<size_t>(group.world_size()), 1)));
+  return std::vector<int64_t>(all.data<int64_t>(), all.data<int64_t>() + group.world_size());
+}
+
+struct RankResult {
+  double seconds = 0;                // rank 0: the timed steps
+  std::vector<double> step_seconds;  // rank 0
+  std::vector<int64_t> lookups, bytes;
+  std::vector<ShardedStepTimes> times;
+  std::string output_dist;
+  struct Verify {
+    Diff output, weights, state;
+    bool Within(double tol) const { return output.scaled <= tol && weights.scaled <= tol && state.scaled <= tol; }
+  };
+  std::optional<Verify> verify;
+};
+
+// One rank's job. Errors are returned; rank 0 prints them.
+StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& session, const TrainFlags& f,
+                               const std::vector<EmbeddingTableConfig>& tables, const SyntheticData& data,
+                               const ShardingPlan& plan, const EmbeddingModuleOptions& options, bool show) {
+  const int me = group.rank(), world = group.world_size();
+  ShardedModuleOptions so;
+  so.fast_paths = !f.no_fast_paths;
+  SR_ASSIGN_OR_RETURN(auto ebc, ShardedEmbeddingBagCollection::Create(session.registry, group, plan, options, so));
+  std::optional<EmbeddingBagCollection> ref;
+  RankResult result;
+  result.output_dist = ebc.output_dist();
+  if (f.verify) {
+    result.verify.emplace();
+    if (me == 0) {
+      SR_ASSIGN_OR_RETURN(auto made, EmbeddingBagCollection::Create(session.registry, tables, options));
+      ref.emplace(std::move(made));
+    }
+  }
+  int64_t width = 0;
+  for (const auto& t : tables) width += t.embedding_dim * static_cast<int64_t>(t.feature_names.size());
+  Progress progress(f.steps, show);
+  int64_t lookups = 0;
+  for (int64_t step = 0; step < f.steps; ++step) {
+    const KeyedJaggedTensor batch = data.Batch(me, step, f.batch);
+    lookups += static_cast<int64_t>(batch.values().size());
+    const auto start = std::chrono::steady_clock::now();
+    SR_ASSIGN_OR_RETURN(KeyedTensor out, ebc.Forward(batch));
+    SR_RETURN_IF_ERROR(ebc.Backward(data.Gradient(me * f.batch, f.batch, width, step), step + 1));
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.seconds += secs;
+    result.step_seconds.push_back(secs);
+    progress.Step(step + 1, static_cast<double>(world * f.batch) / secs);
+    if (f.verify) {
+      // Every rank's output to rank 0, which runs the same step unsharded.
+      Tensor all = Tensor::Empty(dtype::kFloat32, {world * f.batch, width});
+      SR_RETURN_IF_ERROR(group.AllGatherV(out.values(), &all,
+                                          std::vector<int64_t>(static_cast<size_t>(world), f.batch * width)));
+      if (ref) {
+        const auto global = data.GlobalBatch(world, step, f.batch);
+        SR_ASSIGN_OR_RETURN(KeyedTensor want, ref->Forward(global));
+        result.verify->output.Add(all, want.values());
+        SR_RETURN_IF_ERROR(ref->Backward(global, data.Gradient(0, world * f.batch, width, step), step + 1));
+      }
+    }
+  }
+  if (f.verify) {
+    for (size_t t = 0; t < tables.size(); ++t) {
+      SR_ASSIGN_OR_RETURN(TableContents got, ebc.ReadTable(tables[t].name));
+      if (!ref) continue;
+      SR_ASSIGN_OR_RETURN(Tensor w, ref->tables().ReadWeights(static_cast<int32_t>(t)));
+      SR_ASSIGN_OR_RETURN(Tensor w32, ToFloat32(w, tables[t].name));
+      SR_ASSIGN_OR_RETURN(Tensor s, ref->tables().ReadState(static_cast<int32_t>(t)));
+      result.verify->weights.Add(got.weights, w32);
+      result.verify->state.Add(got.state, s);
+    }
+  }
+  SR_ASSIGN_OR_RETURN(result.lookups, GatherInt(group, lookups));
+  SR_ASSIGN_OR_RETURN(int64_t bytes, ebc.tables().BytesOnRank());
+  SR_ASSIGN_OR_RETURN(result.bytes, GatherInt(group, bytes));
+  // Phase times in nanoseconds, every rank's.
+  const auto& t = ebc.times();
+  for (double phase : {t.input_dist, t.lookup, t.output_dist, t.backward}) {
+    SR_ASSIGN_OR_RETURN(auto all, GatherInt(group, static_cast<int64_t>(phase * 1e9)));
+    result.times.resize(all.size());
+    for (size_t r = 0; r < all.size(); ++r) {
+      double* slot = phase == t.input_dist ? &result.times[r].input_dist
+                     : phase == t.lookup   ? &result.times[r].lookup
+                     : phase == t.output_dist ? &result.times[r].output_dist
+                                              : &result.times[r].backward;
+      *slot = static_cast<double>(all[r]) * 1e-9;
+      result.times[r].steps = t.steps;
+    }
+  }
+  return result;
+}
+
+void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group, const ShardingPlan& plan, bool json,
+            const std::string& data_desc) {
+  const int world = group.world_size();
+  const double samples = static_cast<double>(world * f.batch * f.steps);
+  int64_t lookups = 0;
+  for (int64_t l : r.lookups) lookups += l;
+  ShardedStepTimes mean;
+  for (const auto& t : r.times) {
+    mean.input_dist += t.input_dist / world;
+    mean.lookup += t.lookup / world;
+    mean.output_dist += t.output_dist / world;
+    mean.backward += t.backward / world;
+  }
+  const double split_total = mean.input_dist + mean.lookup + mean.output_dist + mean.backward;
+  auto pct = [&](double x) { return split_total > 0 ? 100.0 * x / split_total : 0.0; };
+  if (json) {
+    nlohmann::json j = {{"world_size", world},
+                        {"comm", group.backend()},
+                        {"kernel", f.kernel},
+                        {"tables", plan.tables.size()},
+                        {"batch_per_rank", f.batch},
+                        {"steps", f.steps},
+                        {"data", data_desc},
+                        {"output_dist", r.output_dist},
+                        {"seconds", r.seconds},
+                        {"samples_per_s", samples / r.seconds},
+                        {"lookups_per_s", static_cast<double>(lookups) / r.seconds},
+                        {"step_samples_per_s", nlohmann::json::array()},
+                        {"time_split_s", {{"input_dist", mean.input_dist}, {"lookup", mean.lookup},
+                                          {"output_dist", mean.output_dist}, {"backward", mean.backward}}},
+                        {"bytes_per_rank", r.bytes},
+                        {"plan", nlohmann::json::parse(PlanToJson(plan))}};
+    for (double s : r.step_seconds) j["step_samples_per_s"].push_back(static_cast<double>(world * f.batch) / s);
+    if (r.verify) {
+      const auto& v = *r.verify;
+      j["verify"] = {{"max_abs_diff_output", v.output.abs}, {"max_abs_diff_weights", v.weights.abs},
+                     {"max_abs_diff_optimizer_state", v.state.abs},
+                     {"max_scaled_diff", std::max({v.output.scaled, v.weights.scaled, v.state.scaled})},
+                     {"tolerance", f.tolerance}, {"ok", v.Within(f.tolerance)}};
+    }
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::string out;
+  out += fmt::format("done: {} steps in {:.3f} s: {} samples/s, {} lookups/s ({} ranks together)\n", f.steps,
+                     r.seconds, Rate(samples / r.seconds), Rate(static_cast<double>(lookups) / r.seconds), world);
+  out += fmt::format("time split (mean over ranks): input dist {:.1f}% ({:.3f} s), lookup {:.1f}% ({:.3f} s), "
+                     "output dist {:.1f}% ({:.3f} s), backward {:.1f}% ({:.3f} s); output dist: {}\n",
+                     pct(mean.input_dist), mean.input_dist, pct(mean.lookup), mean.lookup, pct(mean.output_dist),
+                     mean.output_dist, pct(mean.backward), mean.backward, r.output_dist);
+  out += "memory per rank (weights + optimizer state):";
+  for (size_t i = 0; i < r.bytes.size(); ++i) out += fmt::format(" [{}] {}", i, Bytes(r.bytes[i]));
+  out += "\n";
+  if (r.verify) {
+    const auto& v = *r.verify;
+    out += fmt::format("verify against the unsharded run: max |diff| outputs {:.3g}, weights {:.3g}, optimizer state "
+                       "{:.3g}; relative to max(1, |value|) at most {:.3g} (tolerance {:.3g}): {}\n",
+                       v.output.abs, v.weights.abs, v.state.abs,
+                       std::max({v.output.scaled, v.weights.scaled, v.state.scaled}), f.tolerance,
+                       v.Within(f.tolerance) ? "OK" : "DIFFERENT");
+    out += "  (with --verify, rank 0 runs the unsharded steps between sharded ones: timings include that)\n";
+  }
+  std::cout << out << std::flush;
+}
+
+}  // namespace
+
+int RunTrain(const std::vector<std::string>& args) {
+  GlobalOptions g;
+  CommFlags comm;
+  TrainFlags f;
+  po::options_description desc("train options");
+  AddGlobalOptions(desc, &g);
+  AddCommOptions(desc, &comm);
+  desc.add_options()
+      ("tables", po::value(&f.tables)->default_value(f.tables),
+       "a tables JSON file (see `shardrec embed --help`), or a spec: comma-separated [COUNTx]ROWSxDIM[:sum|mean], "
+       "table i named t<i> with feature f<i>")
+      ("plan", po::value(&f.plan), "a JSON plan file in the seeds' vocabulary (per table: sharding_type, "
+       "compute_kernel, ranks, sharder_options, shards); see docs/sharding.md")
+      ("sharder", po::value(&f.sharder),
+       "one sharder for every table: table_wise, row_wise, column_wise, table_row_wise, data_parallel, or a "
+       "plugin's (default without --plan: balance table bytes across ranks, table-wise)")
+      ("plan-out", po::value(&f.plan_out), "write the plan in effect as a plan file (explicit shards), to repeat a run")
+      ("kernel", po::value(&f.kernel)->default_value(f.kernel), "compute-kernel plugin for tables the plan leaves open")
+      ("batch", po::value(&f.batch)->default_value(f.batch), "samples per rank per step")
+      ("steps", po::value(&f.steps)->default_value(f.steps), "training steps")
+      ("seed", po::value(&f.seed)->default_value(f.seed), "seed of the initial weights and the synthetic data")
+      ("optimizer", po::value(&f.optimizer)->default_value(f.optimizer),
+       "fused optimizer NAME[,key=value...]: sgd, adagrad, rowwise_adagrad, adam; keys lr, eps, beta1, beta2, "
+       "weight_decay")
+      ("ids", po::value(&f.ids)->default_value(f.ids), "id distribution: uniform, or zipf:ALPHA (small ids hot)")
+      ("pooling-factor", po::value(&f.pooling_factor)->default_value(f.pooling_factor),
+       "mean ids per bag (lengths uniform in [0, 2P]): one value, or comma-separated, one per feature")
+      ("bounds-check", po::value(&f.bounds)->default_value(f.bounds), "ids outside a table: fatal, warning, ignore")
+      ("no-fast-paths", po::bool_switch(&f.no_fast_paths),
+       "use the generic output dist even for pure table-wise / row-wise plans")
+      ("verify", po::bool_switch(&f.verify),
+       "also run every step unsharded on rank 0 and print the largest |difference| of outputs, weights and "
+       "optimizer state (exit 1 when one exceeds --tolerance x max(1, |value|))")
+      ("tolerance", po::value(&f.tolerance)->default_value(f.tolerance), "--verify's allowed difference");
+  po::variables_map vm;
+  int code = kExitOk;
+  if (!Parse("train", args, desc, nullptr, &vm, &code,
+             "\n\nTrains sharded embedding tables on synthetic data and reports samples/s, lookups/s, the time\n"
+             "split (input dist / lookup / output dist / backward) and memory per rank. With no flags: the\n"
+             "default tables on 2 ranks as threads (local comm), CPU kernel, the balanced table-wise plan.\n\n"
+             "examples:\n"
+             "  shardrec train                                              # the embedded default job\n"
+             "  shardrec train --sharder row_wise --world-size 4 --verify   # 4 threads, row-wise, checked\n"
+             "  shardrec train --comm gloo --world-size 2 --ids zipf:1.05   # 2 processes over TCP\n"
+             "  shardrec train --tables 8x1000000x128 --plan plan.json --json\n"
+             "  shardrec launch --nproc-per-node 4 -- shardrec train --comm gloo --sharder table_row_wise")) {
+    return code;
+  }
+  auto fail = [](const std::string& m, int exit_code = kExitUsage) {
+    std::cerr << "shardrec train: " << m << "\n";
+    return exit_code;
+  };
+  if (f.batch <= 0 || f.steps <= 0) return fail("--batch and --steps must be positive");
+  if (!f.plan.empty() && !f.sharder.empty()) return fail("give --plan or --sharder, not both");
+  if (!(f.tolerance >= 0)) return fail("--tolerance must be >= 0");
+  // The default job is two ranks; a launcher's world wins.
+  auto env = ReadDistEnv();
+  if (vm["world-size"].defaulted() && env.ok() && !env->launched()) comm.world_size = 2;
+
+  auto tables = TablesFromFileOrSpec(f.tables);
+  if (!tables.ok()) return fail("--tables: " + tables.status().message());
+  std::vector<double> pooling;
+  for (size_t start = 0; start <= f.pooling_factor.size();) {
+    const size_t end = std::min(f.pooling_factor.find(',', start), f.pooling_factor.size());
+    try {
+      pooling.push_back(std::stod(f.pooling_factor.substr(start, end - start)));
+    } catch (...) {
+      return fail("--pooling-factor '" + f.pooling_factor + "': expected numbers separated by commas");
+    }
+    start = end + 1;
+  }
+  auto data = SyntheticData::Create(tables.value(), f.ids, pooling, f.seed);
+  if (!data.ok()) return fail(data.status().message());
+  EmbeddingModuleOptions options;
+  options.kernel = f.kernel;
+  options.init_seed = f.seed;
+  auto optimizer = OptimizerSpec::Parse(f.optimizer);
+  if (!optimizer.ok()) return fail("--optimizer: " + optimizer.status().message());
+  options.optimizer = optimizer.value();
+  auto bounds = ParseBoundsCheckMode(f.bounds);
+  if (!bounds.ok()) return fail("--bounds-check: " + bounds.status().message());
+  options.bounds_check = bounds.value();
+  std::optional<PlanSpec> spec;
+  if (!f.plan.empty()) {
+    auto loaded = LoadPlanFile(f.plan);
+    if (!loaded.ok()) return fail(loaded.status().message());
+    spec = std::move(loaded).value();
+  }
+
+  HostSession session;
+  if (!OpenSession("train", g, /*discover=*/true, &session)) return kExitUsage;
+  options.kernel_options = session.plugin_options.For("kernel", f.kernel);
+
+  std::mutex out;
+  return RunOnRanks("train", args, comm, session, [&](const ProcessGroup& group) {
+    const bool lead = group.rank() == 0;
+    // The plan, made the same way on every rank, before any work.
+    PlanRequest req;
+    req.tables = tables.value();
+    req.world_size = group.world_size();
+    req.ranks_per_host = group.local_world_size();
+    req.default_kernel = f.kernel;
+    req.spec = spec;
+    req.sharder = f.sharder;
+    const int32_t opt = options.optimizer.optimizer;
+    req.state_bytes_per_row = [opt](const EmbeddingTableConfig& t) {
+      return sdk::StateDim(opt, t.embedding_dim) * static_cast<int64_t>(sizeof(float));
+    };
+    auto plan = MakePlan(session.registry, req);
+    if (!plan.ok()) return lead ? fail(plan.status().message()) : kExitUsage;
+    if (lead) {
+      std::lock_guard<std::mutex> lock(out);
+      if (!f.plan_out.empty()) {
+        std::ofstream file(f.plan_out);
+        file << PlanToJson(plan.value()) << "\n";
+        if (!file) return fail("--plan-out: cannot write " + f.plan_out, kExitFailure);
+      }
+      if (!g.json) {
+        std::cout << fmt::format("shardrec train: {} ranks ({}), kernel {}, {} tables, {} steps of {} samples per rank, "
+                                 "{}, optimizer {}\n",
+                                 group.world_size(), group.backend(), f.kernel, tables->size(), f.steps, f.batch,
+                                 data->Describe(), options.optimizer.ToString())
+                  << FormatPlan(plan.value()) << std::flush;
+      }
+    }
+    auto result = TrainRank(group, session, f, tables.value(), data.value(), plan.value(), options, lead);
+    if (!result.ok()) {
+      std::lock_guard<std::mutex> lock(out);
+      std::cerr << "shardrec train: rank " << group.rank() << ": " << result.status().message() << "\n";
+      return kExitFailure;
+    }
+    if (!lead) return kExitOk;
+    Report(result.value(), f, group, plan.value(), g.json, data->Describe());
+    if (result->verify && !result->verify->Within(f.tolerance)) return kExitFailure;
+    return kExitOk;
+  });
+}
+
+}  // namespace shardrec::cli

@@ -1,0 +1,195 @@
+// Synthetic training data (train_data.h).
+#include "train_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "shardrec/sdk/init.hpp"
+
+namespace shardrec::cli {
+
+namespace {
+StatusOr<int64_t> PositiveInt(const std::string& text, const std::string& what, const std::string& item) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || v <= 0) {
+    return InvalidArgumentError(fmt::format("tables spec item '{}': {} '{}' is not a positive integer", item, what, text));
+  }
+  return v;
+}
+}  // namespace
+
+StatusOr<std::vector<EmbeddingTableConfig>> ParseTablesSpec(const std::string& spec) {
+  std::vector<EmbeddingTableConfig> tables;
+  std::stringstream items(spec);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    std::string shape = item;
+    PoolingType pooling = PoolingType::kSum;
+    if (const size_t colon = item.find(':'); colon != std::string::npos) {
+      shape = item.substr(0, colon);
+      SR_ASSIGN_OR_RETURN(pooling, ParsePooling(item.substr(colon + 1)));
+      if (pooling == PoolingType::kNone) {
+        return InvalidArgumentError("tables spec item '" + item + "': train pools (sum or mean)");
+      }
+    }
+    std::vector<std::string> parts;
+    std::stringstream dims(shape);
+    for (std::string p; std::getline(dims, p, 'x');) parts.push_back(p);
+    if (parts.size() != 2 && parts.size() != 3) {
+      return InvalidArgumentError("tables spec item '" + item + "': expected [COUNTx]ROWSxDIM[:sum|mean], e.g. 4x100000x64");
+    }
+    int64_t count = 1;
+    if (parts.size() == 3) {
+      SR_ASSIGN_OR_RETURN(count, PositiveInt(parts[0], "COUNT", item));
+    }
+    SR_ASSIGN_OR_RETURN(int64_t rows, PositiveInt(parts[parts.size() - 2], "ROWS", item));
+    SR_ASSIGN_OR_RETURN(int64_t dim, PositiveInt(parts.back(), "DIM", item));
+    for (int64_t i = 0; i < count; ++i) {
+      EmbeddingTableConfig t;
+      t.name = fmt::format("t{}", tables.size());
+      t.feature_names = {fmt::format("f{}", tables.size())};
+      t.num_embeddings = rows;
+      t.embedding_dim = dim;
+      t.pooling = pooling;
+      tables.push_back(std::move(t));
+    }
+  }
+  if (tables.empty()) return InvalidArgumentError("tables spec '" + spec + "' names no table");
+  return tables;
+}
+
+StatusOr<std::vector<EmbeddingTableConfig>> TablesFromFileOrSpec(const std::string& spec) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(spec, ec)) return LoadTablesFile(spec);
+  if (spec.find(".json") != std::string::npos) return NotFoundError("tables file '" + spec + "' does not exist");
+  return ParseTablesSpec(spec);
+}
+
+StatusOr<SyntheticData> SyntheticData::Create(std::vector<EmbeddingTableConfig> tables, const std::string& ids,
+                                              std::vector<double> pooling_factors, uint64_t seed) {
+  SyntheticData d;
+  d.tables_ = std::move(tables);
+  d.seed_ = seed;
+  d.ids_ = ids;
+  for (size_t t = 0; t < d.tables_.size(); ++t) {
+    for (const auto& f : d.tables_[t].feature_names) {
+      d.features_.push_back(f);
+      d.feature_table_.push_back(static_cast<int32_t>(t));
+    }
+  }
+  if (pooling_factors.size() != 1 && pooling_factors.size() != d.features_.size()) {
+    return InvalidArgumentError(fmt::format("--pooling-factor: give one value or one per feature ({} features), got {}",
+                                            d.features_.size(), pooling_factors.size()));
+  }
+  for (double p : pooling_factors) {
+    if (!(p >= 0) || p > 1e6) return InvalidArgumentError(fmt::format("--pooling-factor {} must be in [0, 1e6]", p));
+  }
+  d.pooling_ = pooling_factors.size() == 1 ? std::vector<double>(d.features_.size(), pooling_factors[0]) : pooling_factors;
+  if (ids == "uniform") return d;
+  if (ids.rfind("zipf:", 0) == 0) {
+    char* end = nullptr;
+    d.zipf_alpha_ = std::strtod(ids.c_str() + 5, &end);
+    if (*end != '\0' || !(d.zipf_alpha_ > 0)) {
+      return InvalidArgumentError("--ids " + ids + ": ALPHA must be a positive number, e.g. zipf:1.05");
+    }
+    for (const auto& t : d.tables_) {
+      std::vector<double> cdf(static_cast<size_t>(t.num_embeddings));
+      double sum = 0;
+      for (int64_t k = 0; k < t.num_embeddings; ++k) {
+        sum += std::pow(static_cast<double>(k + 1), -d.zipf_alpha_);
+        cdf[static_cast<size_t>(k)] = sum;
+      }
+      for (double& c : cdf) c /= sum;
+      d.cdf_.push_back(std::move(cdf));
+    }
+    return d;
+  }
+  return InvalidArgumentError("--ids must be uniform or zipf:ALPHA, got '" + ids + "'");
+}
+
+KeyedJaggedTensor SyntheticData::Batch(int rank, int64_t step, int64_t batch) const {
+  std::mt19937_64 rng(sdk::Mix64(sdk::Mix64(seed_ ^ 0x5eedull) + static_cast<uint64_t>(rank) * 0x9E37ull +
+                                 static_cast<uint64_t>(step) * 0x100000001B3ull));
+  std::vector<int64_t> values, lengths;
+  std::vector<float> weights;
+  bool weighted = false;
+  for (const auto& t : tables_) weighted |= t.is_weighted;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (size_t f = 0; f < features_.size(); ++f) {
+    const auto& table = tables_[static_cast<size_t>(feature_table_[f])];
+    const auto max_len = static_cast<uint64_t>(std::llround(2 * pooling_[f]));
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t n = static_cast<int64_t>(rng() % (max_len + 1));
+      lengths.push_back(n);
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t id;
+        if (zipf_alpha_ > 0) {
+          const auto& cdf = cdf_[static_cast<size_t>(feature_table_[f])];
+          id = std::lower_bound(cdf.begin(), cdf.end(), unit(rng)) - cdf.begin();
+          id = std::min<int64_t>(id, table.num_embeddings - 1);
+        } else {
+          id = static_cast<int64_t>(rng() % static_cast<uint64_t>(table.num_embeddings));
+        }
+        values.push_back(id);
+        if (weighted) weights.push_back(static_cast<float>(0.5 + unit(rng)));
+      }
+    }
+  }
+  std::optional<std::vector<float>> w;
+  if (weighted) w = std::move(weights);
+  return KeyedJaggedTensor::FromLengths(features_, std::move(values), std::move(lengths), std::move(w)).value();
+}
+
+KeyedJaggedTensor SyntheticData::GlobalBatch(int world, int64_t step, int64_t batch) const {
+  std::vector<KeyedJaggedTensor> per_rank;
+  for (int r = 0; r < world; ++r) per_rank.push_back(Batch(r, step, batch));
+  std::vector<int64_t> values, lengths;
+  std::vector<float> weights;
+  const bool weighted = per_rank[0].has_weights();
+  for (int k = 0; k < per_rank[0].num_keys(); ++k) {
+    for (const auto& kjt : per_rank) {
+      const int64_t b0 = kjt.BagOffset(k), b1 = kjt.BagOffset(k + 1);
+      const auto v0 = kjt.offsets()[static_cast<size_t>(b0)], v1 = kjt.offsets()[static_cast<size_t>(b1)];
+      lengths.insert(lengths.end(), kjt.lengths().begin() + b0, kjt.lengths().begin() + b1);
+      values.insert(values.end(), kjt.values().begin() + v0, kjt.values().begin() + v1);
+      if (weighted) weights.insert(weights.end(), kjt.weights()->begin() + v0, kjt.weights()->begin() + v1);
+    }
+  }
+  std::optional<std::vector<float>> w;
+  if (weighted) w = std::move(weights);
+  return KeyedJaggedTensor::FromLengths(features_, std::move(values), std::move(lengths), std::move(w)).value();
+}
+
+Tensor SyntheticData::Gradient(int64_t first, int64_t rows, int64_t width, int64_t step) const {
+  Tensor g = Tensor::Empty(dtype::kFloat32, {rows, width});
+  float* out = g.data<float>();
+  const uint64_t base = sdk::Mix64(seed_ ^ 0x67adull) + static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull;
+  for (int64_t b = 0; b < rows; ++b) {
+    for (int64_t c = 0; c < width; ++c) {
+      // A unit in [-1, 1) per (sample, column, step): the same on every rank.
+      const uint64_t h = sdk::Mix64(base + static_cast<uint64_t>(first + b) * 0x100000001B3ull + static_cast<uint64_t>(c));
+      out[b * width + c] = static_cast<float>(static_cast<double>(h >> 11) * 0x1.0p-52 - 1.0);
+    }
+  }
+  return g;
+}
+
+std::string SyntheticData::Describe() const {
+  std::string p = fmt::format("{}", pooling_.empty() ? 0.0 : pooling_[0]);
+  for (double x : pooling_) {
+    if (x != pooling_[0]) p = "per feature";
+  }
+  return fmt::format("{} ids, pooling factor {}", ids_, p);
+}
+
+}  // namespace shardrec::cli

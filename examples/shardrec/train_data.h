@@ -1,0 +1,55 @@
+// Synthetic training data for `shardrec train`: tables from a short spec,
+// and per-(rank, step) batches and output gradients that are pure
+// functions of the seed, so any rank (and the --verify reference) can make
+// any rank's batch without communication.
+//
+// Tables spec: comma-separated items [COUNTx]ROWSxDIM[:sum|mean]; table i
+// is "t<i>" with one feature "f<i>". E.g. "4x100000x64,2x10000x16:mean".
+// Ids: "uniform", or "zipf:ALPHA" (id k drawn with probability
+// proportional to 1/(k+1)^ALPHA, so small ids are hot). Bag lengths are
+// uniform in [0, 2P] for a pooling factor P (mean P); weights of weighted
+// tables uniform in [0.5, 1.5).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "shardrec/core/modules/embedding_config.h"
+#include "shardrec/core/sparse/keyed_jagged_tensor.h"
+#include "shardrec/core/tensor/tensor.h"
+
+namespace shardrec::cli {
+
+// A tables file (if `spec` names an existing file) or a spec.
+StatusOr<std::vector<EmbeddingTableConfig>> TablesFromFileOrSpec(const std::string& spec);
+StatusOr<std::vector<EmbeddingTableConfig>> ParseTablesSpec(const std::string& spec);
+
+class SyntheticData {
+ public:
+  // ids: "uniform" | "zipf:ALPHA"; pooling_factors: one for all features or one per feature.
+  static StatusOr<SyntheticData> Create(std::vector<EmbeddingTableConfig> tables, const std::string& ids,
+                                        std::vector<double> pooling_factors, uint64_t seed);
+
+  // Rank `rank`'s batch at `step`: every feature, `batch` samples.
+  KeyedJaggedTensor Batch(int rank, int64_t step, int64_t batch) const;
+  // Every rank's batch, samples concatenated in rank order (the unsharded run's).
+  KeyedJaggedTensor GlobalBatch(int world, int64_t step, int64_t batch) const;
+  // Rows [first, first + rows) of the step's output gradient, [rows, width].
+  Tensor Gradient(int64_t first, int64_t rows, int64_t width, int64_t step) const;
+  std::string Describe() const;  // "uniform ids, pooling factor 8"
+
+ private:
+  SyntheticData() = default;
+  std::vector<EmbeddingTableConfig> tables_;
+  std::vector<double> pooling_;          // per feature
+  std::vector<int32_t> feature_table_;   // per feature
+  std::vector<std::string> features_;
+  double zipf_alpha_ = 0;                // 0: uniform
+  std::vector<std::vector<double>> cdf_;  // per table, zipf only
+  uint64_t seed_ = 0;
+  std::string ids_;
+};
+
+}  // namespace shardrec::cli
