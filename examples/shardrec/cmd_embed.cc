@@ -14,7 +14,9 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "embed_job.h"
 #include "shardrec/core/io/batch_dir.h"
+#include "shardrec/core/launch/dist_env.h"
 #include "shardrec/core/modules/embedding_bag_collection.h"
 #include "shardrec/core/modules/embedding_collection.h"
 #include "shardrec/core/tensor/dtype_convert.h"
@@ -26,47 +28,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct EmbedFlags {
-  std::string tables, weights, state, batch, out, grad, optimizer, kernel = "cpu", bounds = "fatal";
-  uint64_t init_seed = 0;
-  int64_t iteration = 1;
-};
-
-// Weights from DIR/NAME.npy: [rows, dim], float32 (any table) or float16
-// (an fp16 table); converted to the table's dtype with round-to-nearest-even.
+// --weights and --state into an unsharded table group.
 Status LoadWeights(const EmbeddingTables& tables, const fs::path& dir) {
   for (size_t t = 0; t < tables.configs().size(); ++t) {
     const auto& config = tables.configs()[t];
-    const fs::path path = dir / (config.name + ".npy");
-    SR_ASSIGN_OR_RETURN(Tensor raw, ReadNpy(path));
-    SR_ASSIGN_OR_RETURN(Tensor f32, ToFloat32(raw, path.string()));
-    if (f32.ndim() != 2 || f32.size(0) != config.num_embeddings || f32.size(1) != config.embedding_dim) {
-      return InvalidArgumentError(path.string() + ": expected shape [" + std::to_string(config.num_embeddings) +
-                                  ", " + std::to_string(config.embedding_dim) + "] for table '" + config.name +
-                                  "', got " + ShapeString(f32.shape()));
-    }
-    SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(f32, ToDLDataType(config.data_type), path.string()));
+    SR_ASSIGN_OR_RETURN(Tensor f32, ReadWeightsFile(dir, config));
+    SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(f32, ToDLDataType(config.data_type), config.name));
     SR_RETURN_IF_ERROR(tables.WriteWeights(static_cast<int32_t>(t), typed));
   }
   return Status::Ok();
 }
 
-// Optimizer state from DIR/NAME.state.npy where present (float32 [rows, state_dim]).
 Status LoadState(const EmbeddingTables& tables, const fs::path& dir) {
   for (size_t t = 0; t < tables.configs().size(); ++t) {
-    const fs::path path = dir / (tables.configs()[t].name + ".state.npy");
-    if (!fs::exists(path)) continue;
-    SR_ASSIGN_OR_RETURN(Tensor state, ReadNpy(path));
-    SR_RETURN_IF_ERROR(tables.WriteState(static_cast<int32_t>(t), state).WithContext(path.string()));
+    SR_ASSIGN_OR_RETURN(auto state, ReadStateFile(dir, tables.configs()[t]));
+    if (state) SR_RETURN_IF_ERROR(tables.WriteState(static_cast<int32_t>(t), *state));
   }
   return Status::Ok();
 }
-
-struct TableFiles {
-  std::string name;
-  Tensor weights;  // float32
-  Tensor state;    // float32 [rows, state_dim], may have 0 columns
-};
 
 StatusOr<std::vector<TableFiles>> SnapshotTables(const EmbeddingTables& tables) {
   std::vector<TableFiles> out;
@@ -86,11 +65,32 @@ int Fail(const std::string& message) {
 
 }  // namespace
 
+StatusOr<Tensor> ReadWeightsFile(const fs::path& dir, const EmbeddingTableConfig& config) {
+  const fs::path path = dir / (config.name + ".npy");
+  SR_ASSIGN_OR_RETURN(Tensor raw, ReadNpy(path));
+  SR_ASSIGN_OR_RETURN(Tensor f32, ToFloat32(raw, path.string()));
+  if (f32.ndim() != 2 || f32.size(0) != config.num_embeddings || f32.size(1) != config.embedding_dim) {
+    return InvalidArgumentError(path.string() + ": expected shape [" + std::to_string(config.num_embeddings) + ", " +
+                                std::to_string(config.embedding_dim) + "] for table '" + config.name + "', got " +
+                                ShapeString(f32.shape()));
+  }
+  return f32;
+}
+
+StatusOr<std::optional<Tensor>> ReadStateFile(const fs::path& dir, const EmbeddingTableConfig& config) {
+  const fs::path path = dir / (config.name + ".state.npy");
+  if (!fs::exists(path)) return std::optional<Tensor>();
+  SR_ASSIGN_OR_RETURN(Tensor state, ReadNpy(path));
+  return std::optional<Tensor>(std::move(state));
+}
+
 int RunEmbed(const std::vector<std::string>& args) {
   GlobalOptions g;
   EmbedFlags f;
+  CommFlags comm;
   po::options_description desc("embed options");
   AddGlobalOptions(desc, &g);
+  AddCommOptions(desc, &comm);
   desc.add_options()
       ("tables", po::value(&f.tables)->required(),
        "JSON tables file: {\"tables\": [{\"name\", \"num_embeddings\", \"embedding_dim\", \"feature_names\", "
@@ -112,7 +112,9 @@ int RunEmbed(const std::vector<std::string>& args) {
       ("iteration", po::value(&f.iteration)->default_value(1), "step number, 1-based (Adam's bias correction)")
       ("kernel", po::value(&f.kernel)->default_value("cpu"), "compute-kernel plugin to run on")
       ("bounds-check", po::value(&f.bounds)->default_value("fatal"),
-       "ids outside a table: fatal (error, nothing written), warning (log, treat as absent), ignore, none");
+       "ids outside a table: fatal (error, nothing written), warning (log, treat as absent), ignore, none")
+      ("plan", po::value(&f.plan), "run sharded with this JSON plan file (see docs/sharding.md)")
+      ("sharder", po::value(&f.sharder), "run sharded, every table split by this sharder (e.g. row_wise)");
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("embed", args, desc, nullptr, &vm, &code,
@@ -121,7 +123,11 @@ int RunEmbed(const std::vector<std::string>& args) {
              "  OUT/sequence/FEATURE/{values,lengths}.npy                sequence tables (pooling none)\n"
              "With --grad it then applies one fused backward + optimizer step and writes\n"
              "  OUT/tables/NAME.npy (float32) and OUT/tables/NAME.state.npy (optimizer state).\n"
-             "The formats are in docs/file-formats.md.")) {
+             "The formats are in docs/file-formats.md.\n\n"
+             "Sharded: --plan FILE or --sharder NAME (and --comm/--world-size, or a launcher) split the tables\n"
+             "across ranks and the batch into contiguous sample ranges, one per rank; rank 0 gathers the results\n"
+             "and writes the same files as the unsharded run. A --world-size alone runs the balanced\n"
+             "table-wise plan.")) {
     return code;
   }
   HostSession session;
@@ -142,9 +148,21 @@ int RunEmbed(const std::vector<std::string>& args) {
     if (!spec.ok()) return Fail("--optimizer: " + spec.status().message());
     options.optimizer = spec.value();
   }
+  auto kjt = ReadKjtDir(f.batch);
+  if (!kjt.ok()) return Fail(kjt.status().message());
+  auto env = ReadDistEnv();
+  const bool sharded = !f.plan.empty() || !f.sharder.empty() || !vm["world-size"].defaulted() ||
+                       (env.ok() && env->launched());
+  if (sharded) {
+    if (!f.plan.empty() && !f.sharder.empty()) {
+      std::cerr << "shardrec embed: give --plan or --sharder, not both\n";
+      return kExitUsage;
+    }
+    return RunShardedEmbed(args, f, g, comm, session, tables.value(), options, kjt.value(), vm.count("grad") > 0);
+  }
+
   std::vector<EmbeddingTableConfig> pooled, sequence;
   for (const auto& t : tables.value()) (t.pooling == PoolingType::kNone ? sequence : pooled).push_back(t);
-
   std::optional<EmbeddingBagCollection> ebc;
   std::optional<EmbeddingCollection> ec;
   if (!pooled.empty()) {
@@ -166,26 +184,23 @@ int RunEmbed(const std::vector<std::string>& args) {
       if (Status s = LoadState(*group, f.state); !s.ok()) return Fail(s.message());
     }
   }
-
-  auto kjt = ReadKjtDir(f.batch);
-  if (!kjt.ok()) return Fail(kjt.status().message());
   spdlog::info("embed: {} on kernel '{}'", kjt->DebugString(), f.kernel);
 
-  int64_t invalid = 0, invalid_seq = 0;
-  std::optional<KeyedTensor> pooled_out;
-  std::map<std::string, JaggedTensor> sequence_out;
+  EmbedOutputs r;
   if (ebc) {
+    int64_t invalid = 0;
     auto out = ebc->Forward(kjt.value(), &invalid);
     if (!out.ok()) return Fail(out.status().message());
-    pooled_out.emplace(std::move(out).value());
+    r.pooled.emplace(std::move(out).value());
+    r.invalid += invalid;
   }
   if (ec) {
-    auto out = ec->Forward(kjt.value(), &invalid_seq);
+    int64_t invalid = 0;
+    auto out = ec->Forward(kjt.value(), &invalid);
     if (!out.ok()) return Fail(out.status().message());
-    sequence_out = std::move(out).value();
+    r.sequence = std::move(out).value();
+    r.invalid += invalid;
   }
-
-  std::vector<TableFiles> updated;
   if (vm.count("grad")) {
     if (!ebc) return Fail("--grad is the gradient of the pooled output, but no table pools");
     auto grad = ReadNpy(f.grad);
@@ -195,18 +210,23 @@ int RunEmbed(const std::vector<std::string>& args) {
     }
     auto snapshot = SnapshotTables(ebc->tables());
     if (!snapshot.ok()) return Fail(snapshot.status().message());
-    updated = std::move(snapshot).value();
+    r.updated = std::move(snapshot).value();
   }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return WriteEmbedOutputs(r, f, g, kjt.value(), options, seconds, "kernel '" + f.kernel + "'");
+}
 
+int WriteEmbedOutputs(const EmbedOutputs& r, const EmbedFlags& f, const GlobalOptions& g, const KeyedJaggedTensor& kjt,
+                      const EmbeddingModuleOptions& options, double seconds, const std::string& how) {
   // Everything is computed: now write.
   const fs::path out_dir = f.out;
-  if (pooled_out) {
-    if (Status s = WriteKeyedTensorDir(out_dir, *pooled_out); !s.ok()) return Fail(s.message());
+  if (r.pooled) {
+    if (Status s = WriteKeyedTensorDir(out_dir, *r.pooled); !s.ok()) return Fail(s.message());
   }
-  for (const auto& [feature, jt] : sequence_out) {
+  for (const auto& [feature, jt] : r.sequence) {
     if (Status s = WriteJaggedDir(out_dir / "sequence" / feature, jt); !s.ok()) return Fail(s.message());
   }
-  for (const auto& t : updated) {
+  for (const auto& t : r.updated) {
     std::error_code ec_dir;
     fs::create_directories(out_dir / "tables", ec_dir);
     if (Status s = WriteNpy(out_dir / "tables" / (t.name + ".npy"), t.weights); !s.ok()) return Fail(s.message());
@@ -216,45 +236,44 @@ int RunEmbed(const std::vector<std::string>& args) {
       }
     }
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  const int64_t batch = pooled_out ? pooled_out->batch_size() : kjt->stride();
+  const int64_t batch = r.pooled ? r.pooled->batch_size() : kjt.stride();
   if (g.json) {
     nlohmann::json j{{"batch_size", batch},
-                     {"features", kjt->keys()},
-                     {"num_ids", kjt->values().size()},
-                     {"invalid_ids", invalid + invalid_seq},
+                     {"features", kjt.keys()},
+                     {"num_ids", kjt.values().size()},
+                     {"invalid_ids", r.invalid},
                      {"kernel", f.kernel},
+                     {"run", how},
                      {"out", out_dir.string()},
                      {"seconds", seconds}};
-    if (pooled_out) {
-      j["pooled_shape"] = pooled_out->values().shape();
-      j["offset_per_key"] = pooled_out->offset_per_key();
+    if (r.pooled) {
+      j["pooled_shape"] = r.pooled->values().shape();
+      j["offset_per_key"] = r.pooled->offset_per_key();
     }
     j["sequence_features"] = nlohmann::json::array();
-    for (const auto& [feature, jt] : sequence_out) j["sequence_features"].push_back(feature);
+    for (const auto& [feature, jt] : r.sequence) j["sequence_features"].push_back(feature);
     j["updated_tables"] = nlohmann::json::array();
-    for (const auto& t : updated) j["updated_tables"].push_back(t.name);
-    if (!updated.empty()) j["optimizer"] = options.optimizer.ToString();
+    for (const auto& t : r.updated) j["updated_tables"].push_back(t.name);
+    if (!r.updated.empty()) j["optimizer"] = options.optimizer.ToString();
     std::cout << j.dump() << "\n";
   } else {
-    if (pooled_out) {
-      std::printf("pooled: %s values %s -> %s/values.npy\n", ShapeString(pooled_out->offset_per_key()).c_str(),
-                  ShapeString(pooled_out->values().shape()).c_str(), out_dir.c_str());
+    if (r.pooled) {
+      std::printf("pooled: %s values %s -> %s/values.npy\n", ShapeString(r.pooled->offset_per_key()).c_str(),
+                  ShapeString(r.pooled->values().shape()).c_str(), out_dir.c_str());
     }
-    for (const auto& [feature, jt] : sequence_out) {
+    for (const auto& [feature, jt] : r.sequence) {
       std::printf("sequence %s: values %s -> %s\n", feature.c_str(), ShapeString(jt.values.shape()).c_str(),
                   (out_dir / "sequence" / feature).c_str());
     }
-    if (!updated.empty()) {
+    if (!r.updated.empty()) {
       std::printf("one %s step on %zu table(s) -> %s/tables/\n", options.optimizer.ToString().c_str(),
-                  updated.size(), out_dir.c_str());
+                  r.updated.size(), out_dir.c_str());
     }
-    if (invalid + invalid_seq > 0) {
+    if (r.invalid > 0) {
       std::printf("%lld id(s) outside their table were treated as absent (--bounds-check %s)\n",
-                  static_cast<long long>(invalid + invalid_seq), f.bounds.c_str());
+                  static_cast<long long>(r.invalid), f.bounds.c_str());
     }
-    std::printf("done in %.3f s\n", seconds);
+    std::printf("done in %.3f s (%s)\n", seconds, how.c_str());
   }
   return kExitOk;
 }

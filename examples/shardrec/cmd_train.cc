@@ -36,12 +36,33 @@ namespace {
 struct TrainFlags {
   std::string tables = "4x100000x64,2x20000x16";
   std::string plan, plan_out, sharder, kernel = "cpu", optimizer = "adagrad,lr=0.05", ids = "uniform";
-  std::string pooling_factor = "8", bounds = "fatal";
+  std::string pooling_factor = "8", bounds = "fatal", memory_per_rank;
   int64_t batch = 512, steps = 50;
   uint64_t seed = 0;
   bool verify = false, no_fast_paths = false;
   double tolerance = 1e-5;
 };
+
+// "512MiB", "2GiB", "1000000" -> bytes.
+StatusOr<int64_t> ParseBytes(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  if (unit == "KiB" || unit == "K") scale = 1024.0;
+  if (unit == "MiB" || unit == "M") scale = 1024.0 * 1024;
+  if (unit == "GiB" || unit == "G") scale = 1024.0 * 1024 * 1024;
+  if (used == 0 || scale == 0 || !(v > 0)) {
+    return InvalidArgumentError("'" + text + "' is not a size (e.g. 1000000, 512MiB, 2GiB)");
+  }
+  return static_cast<int64_t>(v * scale);
+}
 
 std::string Rate(double per_s) {
   if (per_s >= 1e9) return fmt::format("{:.2f}G", per_s / 1e9);
@@ -281,6 +302,8 @@ int RunTrain(const std::vector<std::string>& args) {
        "plugin's (default without --plan: balance table bytes across ranks, table-wise)")
       ("plan-out", po::value(&f.plan_out), "write the plan in effect as a plan file (explicit shards), to repeat a run")
       ("kernel", po::value(&f.kernel)->default_value(f.kernel), "compute-kernel plugin for tables the plan leaves open")
+      ("memory-per-rank", po::value(&f.memory_per_rank),
+       "bytes of weights + optimizer state each rank may hold (e.g. 512MiB, 2GiB); a plan over it is refused")
       ("batch", po::value(&f.batch)->default_value(f.batch), "samples per rank per step")
       ("steps", po::value(&f.steps)->default_value(f.steps), "training steps")
       ("seed", po::value(&f.seed)->default_value(f.seed), "seed of the initial weights and the synthetic data")
@@ -345,6 +368,12 @@ int RunTrain(const std::vector<std::string>& args) {
   auto bounds = ParseBoundsCheckMode(f.bounds);
   if (!bounds.ok()) return fail("--bounds-check: " + bounds.status().message());
   options.bounds_check = bounds.value();
+  int64_t memory_per_rank = 0;
+  if (!f.memory_per_rank.empty()) {
+    auto bytes = ParseBytes(f.memory_per_rank);
+    if (!bytes.ok()) return fail("--memory-per-rank: " + bytes.status().message());
+    memory_per_rank = bytes.value();
+  }
   std::optional<PlanSpec> spec;
   if (!f.plan.empty()) {
     auto loaded = LoadPlanFile(f.plan);
@@ -367,6 +396,7 @@ int RunTrain(const std::vector<std::string>& args) {
     req.default_kernel = f.kernel;
     req.spec = spec;
     req.sharder = f.sharder;
+    if (memory_per_rank > 0) req.memory_bytes_per_rank.assign(static_cast<size_t>(group.world_size()), memory_per_rank);
     const int32_t opt = options.optimizer.optimizer;
     req.state_bytes_per_row = [opt](const EmbeddingTableConfig& t) {
       return sdk::StateDim(opt, t.embedding_dim) * static_cast<int64_t>(sizeof(float));

@@ -56,11 +56,15 @@ class ShardedEbc : public ShardedTest {
     req.tables = tables;
     req.world_size = c.world;
     req.ranks_per_host = c.ranks_per_host > 0 ? c.ranks_per_host : c.world;
-    req.sharder = c.sharder;
+    req.sharder = c.plan_json.empty() ? c.sharder : "";
     if (!c.plan_json.empty()) req.spec = ParsePlanJson(c.plan_json, "test plan").value();
     auto plan = MakePlan(registry_, req);
     EXPECT_TRUE(plan.ok()) << plan.status().ToString();
     if (!plan.ok()) return "";
+    if (c.sharder == "column_wise" || c.plan_json.find("column_wise") != std::string::npos) {
+      EXPECT_GT(plan->tables[0].placement.shards.size() + plan->tables[2].placement.shards.size(), 2u)
+          << "the column-wise case must split a table";
+    }
     EmbeddingModuleOptions options;
     options.optimizer = OptimizerSpec::Parse(c.optimizer).value();
     options.init_seed = 7;
@@ -90,6 +94,7 @@ class ShardedEbc : public ShardedTest {
     std::string path;
     std::map<std::string, std::vector<Tensor>> replicas;  // DP table -> every rank's weights
     OnRanks(c.world, [&](const ProcessGroup& group) {
+      SCOPED_TRACE(Describe(c));  // traces are per thread
       const int me = group.rank();
       ShardedModuleOptions so;
       so.fast_paths = c.fast_paths;
@@ -137,6 +142,14 @@ class ShardedEbc : public ShardedTest {
           c.weighted = weighted;
           // Table-row-wise over two hosts where the world allows.
           if (sharder == "table_row_wise" && world % 2 == 0) c.ranks_per_host = world / 2;
+          // Column-wise's default block (TorchRec's: >= 128 columns) would
+          // keep these narrow tables whole: split them, unevenly for t1, t2.
+          if (sharder == "column_wise") {
+            c.plan_json = R"({"plan": {
+                "t0": {"sharding_type": "column_wise", "sharder_options": {"block_cols": "4"}},
+                "t1": {"sharding_type": "column_wise", "sharder_options": {"block_cols": "2"}},
+                "t2": {"sharding_type": "column_wise", "sharder_options": {"block_cols": "5"}}}})";
+          }
           Run(c);
         }
       }
@@ -183,6 +196,10 @@ TEST_P(ShardedEbc, OtherOptimizersEqualUnsharded) {
   c.sharder = "column_wise";
   c.world = 2;
   c.optimizer = "adam,lr=0.01";
+  c.plan_json = R"({"plan": {
+      "t0": {"sharding_type": "column_wise", "sharder_options": {"block_cols": "3"}},
+      "t1": {"sharding_type": "table_wise"},
+      "t2": {"sharding_type": "column_wise", "sharder_options": {"block_cols": "5"}}}})";
   Run(c);
 }
 

@@ -157,13 +157,87 @@ StatusOr<int64_t> ShardedTables::BytesOnRank() const {
   return a + b;
 }
 
-StatusOr<TableContents> ShardedTables::ReadTable(const std::string& name) const {
+StatusOr<int32_t> ShardedTables::TableIndex(const std::string& name) const {
   const auto& tables = layout_.plan().tables;
-  int32_t t = -1;
+  std::vector<std::string> names;
   for (size_t i = 0; i < tables.size(); ++i) {
-    if (tables[i].config.name == name) t = static_cast<int32_t>(i);
+    if (tables[i].config.name == name) return static_cast<int32_t>(i);
+    names.push_back(tables[i].config.name);
   }
-  if (t < 0) return Status(SR_NOT_FOUND, "no table '" + name + "'");
+  return Status(SR_NOT_FOUND, fmt::format("no table '{}' (tables: {})", name, fmt::join(names, ", ")));
+}
+
+namespace {
+// Where element j of local state row i of a shard lands in the whole
+// table's state row: element-wise state (Adagrad, Adam's m then v) keeps
+// its column groups; row-wise Adagrad's single value is per row (the first
+// column block's stands for the table).
+int64_t StateColumn(int32_t optimizer, const sr_shard& sh, int64_t j, int64_t dim) {
+  if (optimizer == SR_OPTIMIZER_ROWWISE_ADAGRAD) return sh.col_offset == 0 ? 0 : -1;
+  return (j / sh.num_cols) * dim + sh.col_offset + j % sh.num_cols;
+}
+}  // namespace
+
+Status ShardedTables::WriteTable(const std::string& name, const TableContents& contents) const {
+  SR_ASSIGN_OR_RETURN(const int32_t t, TableIndex(name));
+  const ShardedTable& table = layout_.plan().tables[static_cast<size_t>(t)];
+  const int64_t rows = table.config.num_embeddings, dim = table.config.embedding_dim;
+  const int32_t optimizer = options_.optimizer.optimizer;
+  const int64_t state_dim = sdk::StateDim(optimizer, dim);
+  SR_RETURN_IF_ERROR(ExpectTensor(contents.weights, "weights of table '" + name + "'", dtype::kFloat32, 2));
+  if (contents.weights.size(0) != rows || contents.weights.size(1) != dim) {
+    return InvalidArgumentError(fmt::format("weights of table '{}': expected [{}, {}], got {}", name, rows, dim,
+                                            ShapeString(contents.weights.shape())));
+  }
+  const bool with_state = contents.state.numel() > 0 && state_dim > 0;
+  if (with_state && (contents.state.ndim() != 2 || contents.state.size(0) != rows || contents.state.size(1) != state_dim)) {
+    return InvalidArgumentError(fmt::format("optimizer state of table '{}': expected [{}, {}], got {}", name, rows,
+                                            state_dim, ShapeString(contents.state.shape())));
+  }
+  const DLDataType dtype = ToDLDataType(table.config.data_type);
+  if (table.placement.replicated) {
+    size_t p = 0;
+    while (replicas_.piece(p).config.name != name) ++p;
+    SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(contents.weights, dtype, name));
+    SR_RETURN_IF_ERROR(replicas_.WriteWeights(p, typed));
+    return with_state ? replicas_.WriteState(p, contents.state) : Status::Ok();
+  }
+  const float* W = contents.weights.data<float>();
+  const float* S = with_state ? contents.state.data<float>() : nullptr;
+  size_t piece = 0;
+  const auto& shards = table.placement.shards;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const sr_shard& sh = shards[s];
+    if (sh.rank != group_->rank() || sh.num_rows == 0 || sh.num_cols == 0) continue;
+    const std::string key = fmt::format("{}@{}", name, s);
+    while (shards_.piece(piece).config.name != key) ++piece;
+    const int32_t block = layout_.BlockOfShard(t, static_cast<int32_t>(s));
+    Tensor w = Tensor::Empty(dtype::kFloat32, {sh.num_rows, sh.num_cols});
+    for (int64_t i = 0; i < sh.num_rows; ++i) {
+      const int64_t g = layout_.GlobalRow(t, block, i);
+      std::memcpy(w.data<float>() + i * sh.num_cols, W + g * dim + sh.col_offset,
+                  static_cast<size_t>(sh.num_cols) * sizeof(float));
+    }
+    SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(w, dtype, key));
+    SR_RETURN_IF_ERROR(shards_.WriteWeights(piece, typed));
+    if (!with_state) continue;
+    const int64_t local_state = sdk::StateDim(optimizer, sh.num_cols);
+    Tensor st = Tensor::Empty(dtype::kFloat32, {sh.num_rows, local_state});
+    for (int64_t i = 0; i < sh.num_rows; ++i) {
+      const int64_t g = layout_.GlobalRow(t, block, i);
+      for (int64_t j = 0; j < local_state; ++j) {
+        const int64_t c = StateColumn(optimizer, sh, j, dim);
+        st.data<float>()[i * local_state + j] = S[g * state_dim + std::max<int64_t>(c, 0)];
+      }
+    }
+    SR_RETURN_IF_ERROR(shards_.WriteState(piece, st));
+  }
+  return Status::Ok();
+}
+
+StatusOr<TableContents> ShardedTables::ReadTable(const std::string& name) const {
+  SR_ASSIGN_OR_RETURN(const int32_t t, TableIndex(name));
+  const auto& tables = layout_.plan().tables;
   const ShardedTable& table = tables[static_cast<size_t>(t)];
   const int64_t rows = table.config.num_embeddings, dim = table.config.embedding_dim;
   const int32_t optimizer = options_.optimizer.optimizer;
@@ -221,14 +295,9 @@ StatusOr<TableContents> ShardedTables::ReadTable(const std::string& name) const 
       src += sh.num_rows * sh.num_cols;
       for (int64_t i = 0; i < sh.num_rows && local_state > 0; ++i) {
         const int64_t g = layout_.GlobalRow(t, block, i);
-        if (optimizer == SR_OPTIMIZER_ROWWISE_ADAGRAD) {
-          if (sh.col_offset == 0) S[g * state_dim] = src[i];
-          continue;
-        }
-        // Element-wise state: local_state / cols groups of columns (Adam: m then v).
         for (int64_t j = 0; j < local_state; ++j) {
-          const int64_t group = j / sh.num_cols, c = j % sh.num_cols;
-          S[g * state_dim + group * dim + sh.col_offset + c] = src[i * local_state + j];
+          const int64_t c = StateColumn(optimizer, sh, j, dim);
+          if (c >= 0) S[g * state_dim + c] = src[i * local_state + j];
         }
       }
       src += sh.num_rows * local_state;

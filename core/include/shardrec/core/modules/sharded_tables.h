@@ -59,12 +59,17 @@ class ShardedTables {
   StatusOr<KeyedJaggedTensor> GatherReplicaInput(const KeyedJaggedTensor& replica_local) const;
   // Collective. The table named `name` assembled from every rank's shards.
   StatusOr<TableContents> ReadTable(const std::string& name) const;
+  // Local (not collective): sets this rank's part of table `name` from the
+  // whole table, as ReadTable returns it (state may be empty: left as is).
+  Status WriteTable(const std::string& name, const TableContents& contents) const;
   // Device bytes this rank holds (weights and optimizer state).
   StatusOr<int64_t> BytesOnRank() const;
 
  private:
   ShardedTables(ShardLayout layout, const ProcessGroup& group, RankTables shards, RankTables replicas,
                 EmbeddingModuleOptions options, bool with_weights);
+
+  StatusOr<int32_t> TableIndex(const std::string& name) const;
 
   ShardLayout layout_;
   const ProcessGroup* group_;
