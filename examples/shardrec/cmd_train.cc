@@ -37,7 +37,7 @@ struct TrainFlags {
   std::string tables = "4x100000x64,2x20000x16";
   std::string plan, plan_out, sharder, kernel = "cpu", optimizer = "adagrad,lr=0.05", ids = "uniform";
   std::string pooling_factor = "8", bounds = "fatal", memory_per_rank;
-  int64_t batch = 512, steps = 50;
+  int64_t batch = 512, steps = 100;
   uint64_t seed = 0;
   bool verify = false, no_fast_paths = false;
   double tolerance = 1e-5;
