@@ -7,26 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "lap.h"
+
 #include "shardrec/core/dist/pooled_all_to_all.h"
 #include "shardrec/core/dist/pooled_reduce_scatter.h"
 
 namespace shardrec {
-
-namespace {
-class Lap {
- public:
-  // Seconds since construction or the previous call.
-  double operator()() {
-    const auto now = std::chrono::steady_clock::now();
-    const double s = std::chrono::duration<double>(now - last_).count();
-    last_ = now;
-    return s;
-  }
-
- private:
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
-};
-}  // namespace
 
 StatusOr<ShardedEmbeddingBagCollection> ShardedEmbeddingBagCollection::Create(const PluginRegistry& registry,
                                                                               const ProcessGroup& group,

@@ -15,22 +15,11 @@
 
 #include <fmt/format.h>
 
+#include "lap.h"
+
 namespace shardrec {
 
 namespace {
-class Lap {
- public:
-  // Seconds since construction or the previous call.
-  double operator()() {
-    const auto now = std::chrono::steady_clock::now();
-    const double s = std::chrono::duration<double>(now - last_).count();
-    last_ = now;
-    return s;
-  }
-
- private:
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
-};
 
 // offset_per_key without its final total: where each key's rows start.
 std::vector<int64_t> KeyRows(const KeyedJaggedTensor& kjt) {
