@@ -200,19 +200,18 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   SR_ASSIGN_OR_RETURN(result.lookups, GatherInt(group, lookups));
   SR_ASSIGN_OR_RETURN(int64_t bytes, ebc.tables().BytesOnRank());
   SR_ASSIGN_OR_RETURN(result.bytes, GatherInt(group, bytes));
-  // Phase times in nanoseconds, every rank's.
+  // Phase times in nanoseconds, every rank's, in one gather.
   const auto& t = ebc.times();
-  for (double phase : {t.input_dist, t.lookup, t.output_dist, t.backward}) {
-    SR_ASSIGN_OR_RETURN(auto all, GatherInt(group, static_cast<int64_t>(phase * 1e9)));
-    result.times.resize(all.size());
-    for (size_t r = 0; r < all.size(); ++r) {
-      double* slot = phase == t.input_dist ? &result.times[r].input_dist
-                     : phase == t.lookup   ? &result.times[r].lookup
-                     : phase == t.output_dist ? &result.times[r].output_dist
-                                              : &result.times[r].backward;
-      *slot = static_cast<double>(all[r]) * 1e-9;
-      result.times[r].steps = t.steps;
-    }
+  Tensor mine = Tensor::FromVector(std::vector<int64_t>{static_cast<int64_t>(t.input_dist * 1e9),
+                                                        static_cast<int64_t>(t.lookup * 1e9),
+                                                        static_cast<int64_t>(t.output_dist * 1e9),
+                                                        static_cast<int64_t>(t.backward * 1e9)});
+  Tensor all = Tensor::Empty(dtype::kInt64, {4 * world});
+  SR_RETURN_IF_ERROR(group.AllGatherV(mine, &all, std::vector<int64_t>(static_cast<size_t>(world), 4)));
+  const int64_t* ns = all.data<int64_t>();
+  for (int r = 0; r < world; ++r, ns += 4) {
+    result.times.push_back({static_cast<double>(ns[0]) * 1e-9, static_cast<double>(ns[1]) * 1e-9,
+                            static_cast<double>(ns[2]) * 1e-9, static_cast<double>(ns[3]) * 1e-9, t.steps});
   }
   return result;
 }

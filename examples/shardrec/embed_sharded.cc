@@ -25,21 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Samples [begin, end) of every feature (one batch size for all).
-StatusOr<KeyedJaggedTensor> SliceSamples(const KeyedJaggedTensor& kjt, int64_t begin, int64_t end) {
-  std::vector<int64_t> values, lengths;
-  std::optional<std::vector<float>> weights;
-  if (kjt.has_weights()) weights.emplace();
-  for (int k = 0; k < kjt.num_keys(); ++k) {
-    const int64_t b0 = kjt.BagOffset(k) + begin, b1 = kjt.BagOffset(k) + end;
-    const int64_t v0 = kjt.offsets()[static_cast<size_t>(b0)], v1 = kjt.offsets()[static_cast<size_t>(b1)];
-    lengths.insert(lengths.end(), kjt.lengths().begin() + b0, kjt.lengths().begin() + b1);
-    values.insert(values.end(), kjt.values().begin() + v0, kjt.values().begin() + v1);
-    if (weights) weights->insert(weights->end(), kjt.weights()->begin() + v0, kjt.weights()->begin() + v1);
-  }
-  return KeyedJaggedTensor::FromLengths(kjt.keys(), std::move(values), std::move(lengths), std::move(weights));
-}
-
 // Rows of every rank, in rank order, on every rank: [sum of rows, width].
 StatusOr<Tensor> GatherRows(const ProcessGroup& group, const Tensor& mine, const std::vector<int64_t>& rows_per_rank,
                             int64_t width) {
@@ -99,7 +84,7 @@ Status EmbedRank(const ProcessGroup& group, const HostSession& session, const Em
     if (s != batch) return InvalidArgumentError("a sharded embed needs one batch size for every feature");
   }
   auto first = [&](int r) { return batch * r / world; };
-  SR_ASSIGN_OR_RETURN(KeyedJaggedTensor local, SliceSamples(kjt, first(me), first(me + 1)));
+  SR_ASSIGN_OR_RETURN(KeyedJaggedTensor local, kjt.SliceSamples(first(me), first(me + 1)));
   std::vector<int64_t> batch_per_rank;
   for (int r = 0; r < world; ++r) batch_per_rank.push_back(first(r + 1) - first(r));
 

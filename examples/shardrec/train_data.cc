@@ -153,21 +153,7 @@ KeyedJaggedTensor SyntheticData::Batch(int rank, int64_t step, int64_t batch) co
 KeyedJaggedTensor SyntheticData::GlobalBatch(int world, int64_t step, int64_t batch) const {
   std::vector<KeyedJaggedTensor> per_rank;
   for (int r = 0; r < world; ++r) per_rank.push_back(Batch(r, step, batch));
-  std::vector<int64_t> values, lengths;
-  std::vector<float> weights;
-  const bool weighted = per_rank[0].has_weights();
-  for (int k = 0; k < per_rank[0].num_keys(); ++k) {
-    for (const auto& kjt : per_rank) {
-      const int64_t b0 = kjt.BagOffset(k), b1 = kjt.BagOffset(k + 1);
-      const auto v0 = kjt.offsets()[static_cast<size_t>(b0)], v1 = kjt.offsets()[static_cast<size_t>(b1)];
-      lengths.insert(lengths.end(), kjt.lengths().begin() + b0, kjt.lengths().begin() + b1);
-      values.insert(values.end(), kjt.values().begin() + v0, kjt.values().begin() + v1);
-      if (weighted) weights.insert(weights.end(), kjt.weights()->begin() + v0, kjt.weights()->begin() + v1);
-    }
-  }
-  std::optional<std::vector<float>> w;
-  if (weighted) w = std::move(weights);
-  return KeyedJaggedTensor::FromLengths(features_, std::move(values), std::move(lengths), std::move(w)).value();
+  return KeyedJaggedTensor::ConcatSamples(per_rank).value();  // same keys and weighting by construction
 }
 
 Tensor SyntheticData::Gradient(int64_t first, int64_t rows, int64_t width, int64_t step) const {

@@ -109,6 +109,21 @@ TEST(Kjt, DictRoundTrip) {
   EXPECT_EQ(KeyedJaggedTensor::FromDict({"f1", "zz"}, kjt.ToDict()).status().code(), SR_NOT_FOUND);
 }
 
+TEST(Kjt, SliceAndConcatSamplesRoundTrip) {
+  const auto kjt = SeedKjt(true);  // f1 = [0,1] [] [2], f2 = [3] [4] [5,6,7]
+  auto head = kjt.SliceSamples(0, 1), tail = kjt.SliceSamples(1, 3);
+  ASSERT_TRUE(head.ok() && tail.ok());
+  EXPECT_EQ(head->values(), (std::vector<int64_t>{0, 1, 3}));
+  EXPECT_EQ(tail->lengths(), (std::vector<int64_t>{0, 1, 1, 3}));
+  auto back = KeyedJaggedTensor::ConcatSamples({head.value(), tail.value()});
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->values(), kjt.values());
+  EXPECT_EQ(back->lengths(), kjt.lengths());
+  EXPECT_EQ(*back->weights(), *kjt.weights());
+  EXPECT_EQ(kjt.SliceSamples(2, 4).status().code(), SR_OUT_OF_RANGE);
+  EXPECT_FALSE(KeyedJaggedTensor::ConcatSamples({kjt, SeedKjt(false)}).ok());
+}
+
 TEST(Kjt, DirectoryRoundTripAndBadFiles) {
   const auto dir = testing::MakeTempDir("kjt");
   const auto kjt = SeedKjt(true);

@@ -68,24 +68,6 @@ class ShardedEc : public ShardedTest {
     return KeyedJaggedTensor::FromLengths(keys, values, lengths, std::nullopt, strides).value();
   }
 
-  // Every rank's batch, samples concatenated in rank order, per feature.
-  static KeyedJaggedTensor SeqGlobal(const std::vector<KeyedJaggedTensor>& per_rank) {
-    const auto& keys = per_rank[0].keys();
-    std::vector<int64_t> values, lengths, strides;
-    for (int k = 0; k < per_rank[0].num_keys(); ++k) {
-      int64_t stride = 0;
-      for (const auto& kjt : per_rank) {
-        const int64_t b0 = kjt.BagOffset(k), b1 = kjt.BagOffset(k + 1);
-        const int64_t v0 = kjt.offsets()[static_cast<size_t>(b0)], v1 = kjt.offsets()[static_cast<size_t>(b1)];
-        lengths.insert(lengths.end(), kjt.lengths().begin() + b0, kjt.lengths().begin() + b1);
-        values.insert(values.end(), kjt.values().begin() + v0, kjt.values().begin() + v1);
-        stride += b1 - b0;
-      }
-      strides.push_back(stride);
-    }
-    return KeyedJaggedTensor::FromLengths(keys, values, lengths, std::nullopt, strides).value();
-  }
-
   // Rows [first, first + n) of feature k's global gradient (one row per id).
   static Tensor SeqGrad(int k, int64_t first, int64_t n, int64_t dim, int step) {
     Tensor g = Tensor::Empty(dtype::kFloat32, {n, dim});
@@ -140,7 +122,7 @@ class ShardedEc : public ShardedTest {
         const auto n = batches[step].back().length_per_key();
         for (size_t f = 0; f < nf; ++f) at[f] += n[f];
       }
-      const auto global = SeqGlobal(batches[step]);
+      const auto global = GlobalBatch(batches[step]);
       auto out = ref->Forward(global);
       ASSERT_TRUE(out.ok()) << out.status().ToString();
       std::map<std::string, Tensor> grads;

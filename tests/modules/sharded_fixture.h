@@ -65,19 +65,7 @@ class ShardedTest : public RanksTest {
 
   // Every rank's batch, samples concatenated in rank order, per feature.
   static KeyedJaggedTensor GlobalBatch(const std::vector<KeyedJaggedTensor>& per_rank) {
-    const auto& keys = per_rank[0].keys();
-    std::vector<int64_t> values, lengths;
-    std::vector<float> weights;
-    for (int k = 0; k < per_rank[0].num_keys(); ++k) {
-      for (const auto& kjt : per_rank) {
-        const int64_t b0 = kjt.BagOffset(k), b1 = kjt.BagOffset(k + 1);
-        const int64_t v0 = kjt.offsets()[static_cast<size_t>(b0)], v1 = kjt.offsets()[static_cast<size_t>(b1)];
-        lengths.insert(lengths.end(), kjt.lengths().begin() + b0, kjt.lengths().begin() + b1);
-        values.insert(values.end(), kjt.values().begin() + v0, kjt.values().begin() + v1);
-        weights.insert(weights.end(), kjt.weights()->begin() + v0, kjt.weights()->begin() + v1);
-      }
-    }
-    return KeyedJaggedTensor::FromLengths(keys, values, lengths, weights).value();
+    return KeyedJaggedTensor::ConcatSamples(per_rank).value();
   }
 
   static float GradAt(int64_t global_sample, int64_t col, int step) {

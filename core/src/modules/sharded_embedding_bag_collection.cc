@@ -75,9 +75,6 @@ Status ShardedEmbeddingBagCollection::PlaceOutput(const Tensor& pooled, Tensor& 
   const int64_t batch = out.size(0), width = out.size(1);
   float* dst = out.data<float>();
   const auto& features = layout.features();
-  auto shard_of = [&](const ShardSlot& s) -> const sr_shard& {
-    return layout.plan().tables[static_cast<size_t>(s.table)].placement.shards[static_cast<size_t>(s.shard)];
-  };
   if (path_ == Path::kRowWise) {
     // Every rank's row block of every feature, summed: [batch, sharded width].
     SR_ASSIGN_OR_RETURN(Tensor summed, PooledReduceScatter(group, pooled, batch_per_rank_));
@@ -124,7 +121,7 @@ Status ShardedEmbeddingBagCollection::PlaceOutput(const Tensor& pooled, Tensor& 
       const int64_t w = layout.lookup_width(r);
       for (int64_t b = 0; b < batch; ++b) {
         for (const ShardSlot& s : layout.slots(r)) {
-          const sr_shard& shard = shard_of(s);
+          const sr_shard& shard = layout.shard(s);
           float* o = dst + b * width + features[static_cast<size_t>(s.feature)].output_col + shard.col_offset;
           const float* p = src + b * w + s.col;
           for (int64_t c = 0; c < shard.num_cols; ++c) o[c] += p[c];
@@ -209,9 +206,6 @@ StatusOr<Tensor> ShardedEmbeddingBagCollection::ReturnGradient(const Tensor& gra
     }
   }
   const float* g = scaled.data<float>();
-  auto shard_of = [&](const ShardSlot& s) -> const sr_shard& {
-    return layout.plan().tables[static_cast<size_t>(s.table)].placement.shards[static_cast<size_t>(s.shard)];
-  };
   const int64_t global_batch = std::accumulate(batch_per_rank_.begin(), batch_per_rank_.end(), int64_t{0});
   if (path_ == Path::kRowWise) {
     const int64_t w = layout.lookup_width(me);
@@ -260,7 +254,7 @@ StatusOr<Tensor> ShardedEmbeddingBagCollection::ReturnGradient(const Tensor& gra
     const int64_t w = layout.lookup_width(r);
     for (int64_t b = 0; b < batch; ++b) {
       for (const ShardSlot& s : layout.slots(r)) {
-        const sr_shard& shard = shard_of(s);
+        const sr_shard& shard = layout.shard(s);
         std::memcpy(p + b * w + s.col, g + b * width + features[static_cast<size_t>(s.feature)].output_col + shard.col_offset,
                     static_cast<size_t>(shard.num_cols) * sizeof(float));
       }

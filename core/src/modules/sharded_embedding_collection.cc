@@ -37,13 +37,9 @@ StatusOr<ShardedEmbeddingCollection> ShardedEmbeddingCollection::Create(const Pl
   return ShardedEmbeddingCollection(std::move(tables));
 }
 
-const sr_shard& ShardedEmbeddingCollection::ShardOf(const ShardSlot& s) const {
-  return tables_.layout().plan().tables[static_cast<size_t>(s.table)].placement.shards[static_cast<size_t>(s.shard)];
-}
-
 int64_t ShardedEmbeddingCollection::MaxSlotCols(int rank) const {
   int64_t cols = 1;
-  for (const ShardSlot& s : tables_.layout().slots(rank)) cols = std::max(cols, ShardOf(s).num_cols);
+  for (const ShardSlot& s : tables_.layout().slots(rank)) cols = std::max(cols, tables_.layout().shard(s).num_cols);
   return cols;
 }
 
@@ -86,12 +82,12 @@ void ShardedEmbeddingCollection::ExchangeSizes(const DistributedInput& in, std::
   const auto& slots = layout.slots(me);
   for (size_t k = 0; k < slots.size(); ++k) {
     for (int r = 0; r < world; ++r) {
-      held[static_cast<size_t>(r)] += counts_[k * static_cast<size_t>(world) + static_cast<size_t>(r)] * ShardOf(slots[k]).num_cols;
+      held[static_cast<size_t>(r)] += counts_[k * static_cast<size_t>(world) + static_cast<size_t>(r)] * layout.shard(slots[k]).num_cols;
     }
   }
   size_t key = 0;
   for (int d = 0; d < world; ++d) {
-    for (const ShardSlot& s : layout.slots(d)) sent[static_cast<size_t>(d)] += in.sent_per_key[key++] * ShardOf(s).num_cols;
+    for (const ShardSlot& s : layout.slots(d)) sent[static_cast<size_t>(d)] += in.sent_per_key[key++] * layout.shard(s).num_cols;
   }
 }
 
@@ -117,7 +113,7 @@ Status ShardedEmbeddingCollection::PlaceOutput(const DistributedInput& in, const
   std::vector<int64_t> cursor = KeyRows(in.received);
   for (int r = 0; r < world; ++r) {
     for (size_t k = 0; k < slots.size(); ++k) {
-      const int64_t cols = ShardOf(slots[k]).num_cols;
+      const int64_t cols = layout.shard(slots[k]).num_cols;
       const int64_t n = counts_[k * static_cast<size_t>(world) + static_cast<size_t>(r)];
       for (int64_t i = 0; i < n; ++i) {
         std::memcpy(p, src + (cursor[k] + i) * width, static_cast<size_t>(cols) * sizeof(float));
@@ -134,7 +130,7 @@ Status ShardedEmbeddingCollection::PlaceOutput(const DistributedInput& in, const
   size_t key = 0, id = 0;
   for (int d = 0; d < world; ++d) {
     for (const ShardSlot& s : layout.slots(d)) {
-      const sr_shard& shard = ShardOf(s);
+      const sr_shard& shard = layout.shard(s);
       const auto f = static_cast<size_t>(s.feature);
       const int64_t dim = features[f].dim;
       float* o = out[f].data<float>();
@@ -236,7 +232,7 @@ StatusOr<Tensor> ShardedEmbeddingCollection::ReturnGradient(const std::vector<co
   size_t key = 0, id = 0;
   for (int d = 0; d < world; ++d) {
     for (const ShardSlot& s : layout.slots(d)) {
-      const sr_shard& shard = ShardOf(s);
+      const sr_shard& shard = layout.shard(s);
       const auto f = static_cast<size_t>(s.feature);
       const int64_t dim = features[f].dim;
       const float* g = grads[f]->data<float>();
@@ -258,7 +254,7 @@ StatusOr<Tensor> ShardedEmbeddingCollection::ReturnGradient(const std::vector<co
   std::vector<int64_t> cursor = KeyRows(in.received);
   for (int src = 0; src < world; ++src) {
     for (size_t k = 0; k < slots.size(); ++k) {
-      const int64_t cols = ShardOf(slots[k]).num_cols;
+      const int64_t cols = layout.shard(slots[k]).num_cols;
       const int64_t n = counts_[k * static_cast<size_t>(world) + static_cast<size_t>(src)];
       for (int64_t i = 0; i < n; ++i) {
         std::memcpy(dst + (cursor[k] + i) * width, q, static_cast<size_t>(cols) * sizeof(float));

@@ -80,6 +80,7 @@ ShardedTables::ShardedTables(ShardLayout layout, const ProcessGroup& group, Rank
       with_weights_(with_weights) {
   for (size_t f = 0; f < layout_.features().size(); ++f) {
     feature_names_.push_back(layout_.features()[f].name);
+    served_.insert(layout_.features()[f].name);
     if (layout_.replicated(layout_.features()[f].table)) replica_features_.push_back(static_cast<int32_t>(f));
   }
 }
@@ -101,9 +102,8 @@ StatusOr<ShardedTables> ShardedTables::Create(const PluginRegistry& registry, co
 }
 
 StatusOr<DistributedInput> ShardedTables::DistributeInput(const KeyedJaggedTensor& input) const {
-  const std::set<std::string> served(feature_names_.begin(), feature_names_.end());
   for (const auto& key : input.keys()) {
-    if (served.count(key) == 0) {
+    if (served_.count(key) == 0) {
       return Status(SR_NOT_FOUND, fmt::format("feature '{}' has no table (the tables serve: {})", key,
                                               fmt::join(feature_names_, ", ")));
     }

@@ -200,6 +200,51 @@ StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::FromLengthsWithRepeatedKeys(
                /*allow_repeated_keys=*/true);
 }
 
+StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::ConcatSamples(const std::vector<KeyedJaggedTensor>& kjts) {
+  if (kjts.empty()) return KeyedJaggedTensor();
+  const KeyedJaggedTensor& first = kjts[0];
+  for (size_t i = 1; i < kjts.size(); ++i) {
+    if (kjts[i].keys() != first.keys() || kjts[i].has_weights() != first.has_weights()) {
+      return InvalidArgumentError("ConcatSamples: KJT " + std::to_string(i) +
+                                  " differs from the first in its keys or in having weights");
+    }
+  }
+  std::vector<int64_t> values, lengths, strides(first.keys().size(), 0);
+  std::optional<std::vector<float>> weights;
+  if (first.has_weights()) weights.emplace();
+  for (int k = 0; k < first.num_keys(); ++k) {
+    for (const auto& kjt : kjts) {
+      const int64_t b0 = kjt.BagOffset(k), b1 = kjt.BagOffset(k + 1);
+      const int64_t v0 = kjt.offsets_[static_cast<size_t>(b0)], v1 = kjt.offsets_[static_cast<size_t>(b1)];
+      strides[static_cast<size_t>(k)] += b1 - b0;
+      lengths.insert(lengths.end(), kjt.lengths_.begin() + b0, kjt.lengths_.begin() + b1);
+      values.insert(values.end(), kjt.values_.begin() + v0, kjt.values_.begin() + v1);
+      if (weights) weights->insert(weights->end(), kjt.weights_->begin() + v0, kjt.weights_->begin() + v1);
+    }
+  }
+  return FromLengths(first.keys(), std::move(values), std::move(lengths), std::move(weights), std::move(strides));
+}
+
+StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::SliceSamples(int64_t begin, int64_t end) const {
+  std::vector<int64_t> values, lengths, strides;
+  std::optional<std::vector<float>> weights;
+  if (weights_) weights.emplace();
+  for (int k = 0; k < num_keys(); ++k) {
+    if (begin < 0 || end < begin || end > stride_per_key_[static_cast<size_t>(k)]) {
+      return Status(SR_OUT_OF_RANGE, "SliceSamples: samples [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                         ") of key '" + keys_[static_cast<size_t>(k)] + "' with " +
+                                         std::to_string(stride_per_key_[static_cast<size_t>(k)]) + " samples");
+    }
+    const int64_t b0 = BagOffset(k) + begin, b1 = BagOffset(k) + end;
+    const int64_t v0 = offsets_[static_cast<size_t>(b0)], v1 = offsets_[static_cast<size_t>(b1)];
+    strides.push_back(end - begin);
+    lengths.insert(lengths.end(), lengths_.begin() + b0, lengths_.begin() + b1);
+    values.insert(values.end(), values_.begin() + v0, values_.begin() + v1);
+    if (weights) weights->insert(weights->end(), weights_->begin() + v0, weights_->begin() + v1);
+  }
+  return FromLengths(keys_, std::move(values), std::move(lengths), std::move(weights), std::move(strides));
+}
+
 StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::Concat(const std::vector<KeyedJaggedTensor>& kjts) {
   std::vector<std::string> keys;
   std::vector<int64_t> values, lengths, strides;

@@ -49,7 +49,6 @@ class ShardedEmbeddingCollection {
 
  private:
   explicit ShardedEmbeddingCollection(ShardedTables tables) : tables_(std::move(tables)) {}
-  const sr_shard& ShardOf(const ShardSlot& s) const;
   int64_t MaxSlotCols(int rank) const;
   Status ExchangeCounts(const DistributedInput& in);
   StatusOr<Tensor> Lookup(const DistributedInput& in) const;

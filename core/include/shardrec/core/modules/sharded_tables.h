@@ -6,6 +6,7 @@
 // the group in the same order. The group must outlive this object.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,7 @@ class ShardedTables {
   bool with_weights_;
   std::vector<int32_t> replica_features_;
   std::vector<std::string> feature_names_;
+  std::set<std::string> served_;  // feature_names_, for the per-step key check
 };
 
 }  // namespace shardrec

@@ -84,6 +84,10 @@ class ShardLayout {
   Status Route(int32_t table, std::span<const int64_t> ids, int32_t* block, int64_t* local_row) const;
   // Global row of `local_row` of row block `block`.
   int64_t GlobalRow(int32_t table, int32_t block, int64_t local_row) const;
+  // The shard a slot looks up.
+  const sr_shard& shard(const ShardSlot& slot) const {
+    return plan_.tables[static_cast<size_t>(slot.table)].placement.shards[static_cast<size_t>(slot.shard)];
+  }
   // Row block of shard `shard` of `table`.
   int32_t BlockOfShard(int32_t table, int32_t shard) const {
     return shard_block_[static_cast<size_t>(table)][static_cast<size_t>(shard)];

@@ -49,6 +49,9 @@ class KeyedJaggedTensor {
                                               const std::map<std::string, JaggedTensor>& dict);
   // Keys side by side (disjoint key sets; weights on all or none).
   static StatusOr<KeyedJaggedTensor> Concat(const std::vector<KeyedJaggedTensor>& kjts);
+  // Samples end to end: the same keys in the same order, each key's samples
+  // of kjts[0], then kjts[1], ... (every rank's batch as one global batch).
+  static StatusOr<KeyedJaggedTensor> ConcatSamples(const std::vector<KeyedJaggedTensor>& kjts);
 
   const std::vector<std::string>& keys() const { return keys_; }
   const std::vector<int64_t>& values() const { return values_; }
@@ -77,6 +80,8 @@ class KeyedJaggedTensor {
   // Consecutive groups of segments[i] keys (summing to num_keys()).
   StatusOr<std::vector<KeyedJaggedTensor>> Split(const std::vector<int>& segments) const;
   // One JaggedTensor per key.
+  // Samples [begin, end) of every key; every key must have more than `end` - 1 samples.
+  StatusOr<KeyedJaggedTensor> SliceSamples(int64_t begin, int64_t end) const;
   std::map<std::string, JaggedTensor> ToDict() const;
   JaggedTensor Feature(int k) const;
 
