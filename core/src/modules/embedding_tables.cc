@@ -135,6 +135,16 @@ Status EmbeddingTables::WriteState(int32_t table, const Tensor& state) const {
   return RowsCall(table, nullptr, &state, true);
 }
 
+Status EmbeddingTables::ResetRows(int32_t table, std::span<const int64_t> rows) const {
+  if (rows.empty()) return Status::Ok();
+  DLView rows_view(rows.data(), {static_cast<int64_t>(rows.size())});
+  sr_kernel_rows_args args{};
+  args.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
+  args.table = table;
+  args.rows = rows_view.get();
+  return kernel_.ResetRows(args);
+}
+
 StatusOr<KeyedJaggedTensor> EmbeddingTables::SelectFeatures(const KeyedJaggedTensor& input) const {
   std::vector<std::string> names;
   for (const auto& f : features_) names.push_back(f.name);

@@ -121,5 +121,8 @@ Status RankTables::WriteWeights(size_t p, const Tensor& weights) const {
 Status RankTables::WriteState(size_t p, const Tensor& state) const {
   return groups_[where_[p].group].tables.WriteState(where_[p].table, state);
 }
+Status RankTables::ResetRows(size_t p, std::span<const int64_t> local_rows) const {
+  return groups_[where_[p].group].tables.ResetRows(where_[p].table, local_rows);
+}
 
 }  // namespace shardrec

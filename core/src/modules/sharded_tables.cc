@@ -178,6 +178,42 @@ int64_t StateColumn(int32_t optimizer, const sr_shard& sh, int64_t j, int64_t di
 }
 }  // namespace
 
+Status ShardedTables::ResetRows(const std::string& name, std::span<const int64_t> rows) const {
+  if (rows.empty()) return Status::Ok();
+  SR_ASSIGN_OR_RETURN(const int32_t t, TableIndex(name));
+  const ShardedTable& table = layout_.plan().tables[static_cast<size_t>(t)];
+  for (int64_t r : rows) {
+    if (r < 0 || r >= table.config.num_embeddings) {
+      return InvalidArgumentError(fmt::format("reset of table '{}': row {} is outside [0, {})", name, r,
+                                              table.config.num_embeddings));
+    }
+  }
+  if (table.placement.replicated) {
+    size_t p = 0;
+    while (replicas_.piece(p).config.name != name) ++p;
+    return replicas_.ResetRows(p, rows);
+  }
+  std::vector<int32_t> block(rows.size());
+  std::vector<int64_t> local(rows.size());
+  SR_RETURN_IF_ERROR(layout_.Route(t, rows, block.data(), local.data()));
+  size_t piece = 0;
+  const auto& shards = table.placement.shards;
+  std::vector<int64_t> mine;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const sr_shard& sh = shards[s];
+    if (sh.rank != group_->rank() || sh.num_rows == 0 || sh.num_cols == 0) continue;
+    const std::string key = fmt::format("{}@{}", name, s);
+    while (shards_.piece(piece).config.name != key) ++piece;
+    const int32_t b = layout_.BlockOfShard(t, static_cast<int32_t>(s));
+    mine.clear();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (block[i] == b) mine.push_back(local[i]);
+    }
+    SR_RETURN_IF_ERROR(shards_.ResetRows(piece, mine));
+  }
+  return Status::Ok();
+}
+
 Status ShardedTables::WriteTable(const std::string& name, const TableContents& contents) const {
   SR_ASSIGN_OR_RETURN(const int32_t t, TableIndex(name));
   const ShardedTable& table = layout_.plan().tables[static_cast<size_t>(t)];

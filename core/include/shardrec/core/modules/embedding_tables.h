@@ -7,6 +7,7 @@
 // contract); distinct objects are independent.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,9 @@ class EmbeddingTables {
   Status WriteWeights(int32_t table, const Tensor& weights) const;
   StatusOr<Tensor> ReadState(int32_t table) const;
   Status WriteState(int32_t table, const Tensor& state) const;
+  // Re-initialises `rows` (weights as at creation, optimizer state zero):
+  // what managed collision does to the rows of evicted ids.
+  Status ResetRows(int32_t table, std::span<const int64_t> rows) const;
 
   // The features this group looks up, in table order, with their table.
   struct Feature {

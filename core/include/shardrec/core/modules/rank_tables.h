@@ -46,6 +46,7 @@ class RankTables {
   StatusOr<Tensor> ReadState(size_t piece) const;    // float32 [rows, state_dim]
   Status WriteWeights(size_t piece, const Tensor& weights) const;
   Status WriteState(size_t piece, const Tensor& state) const;
+  Status ResetRows(size_t piece, std::span<const int64_t> local_rows) const;
 
  private:
   struct Group {

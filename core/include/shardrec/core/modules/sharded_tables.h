@@ -63,6 +63,10 @@ class ShardedTables {
   // Local (not collective): sets this rank's part of table `name` from the
   // whole table, as ReadTable returns it (state may be empty: left as is).
   Status WriteTable(const std::string& name, const TableContents& contents) const;
+  // Local (not collective): re-initialises the global `rows` of table
+  // `name` in this rank's shards and replicas (each rank calls it with the
+  // same rows: managed collision's evictions).
+  Status ResetRows(const std::string& name, std::span<const int64_t> rows) const;
   // Device bytes this rank holds (weights and optimizer state).
   StatusOr<int64_t> BytesOnRank() const;
 

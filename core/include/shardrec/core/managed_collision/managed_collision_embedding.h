@@ -1,0 +1,105 @@
+// ManagedCollisionEmbeddingBagCollection and ManagedCollisionEmbedding-
+// Collection (TorchRec's torchrec.modules.mc_embedding_modules), unsharded
+// and sharded: a ManagedCollisionCollection in front of an embedding
+// module. A forward remaps the raw ids (profiling them when training),
+// resets the rows of ids evicted by a round (weights as at creation,
+// optimizer state zero, through the kernel plugin), then looks the rows
+// up. Backward uses the remapped input of the last forward.
+//
+//   auto mc = ManagedCollisionEmbeddingBagCollection::Create(registry, tables, managed, options);
+//   auto pooled = mc->Forward(kjt, /*training=*/true);
+//   mc->Backward(grad, step);
+#pragma once
+
+#include <limits>
+#include <optional>
+
+#include "shardrec/core/managed_collision/managed_collision_collection.h"
+#include "shardrec/core/modules/embedding_bag_collection.h"
+#include "shardrec/core/modules/embedding_collection.h"
+#include "shardrec/core/modules/sharded_embedding_bag_collection.h"
+#include "shardrec/core/modules/sharded_embedding_collection.h"
+
+namespace shardrec {
+
+namespace mc_detail {
+inline Status ResetRows(const EmbeddingTables& tables, const std::string& name, std::span<const int64_t> rows) {
+  SR_ASSIGN_OR_RETURN(const int32_t t, tables.TableIndex(name));
+  return tables.ResetRows(t, rows);
+}
+inline Status ResetRows(const ShardedTables& tables, const std::string& name, std::span<const int64_t> rows) {
+  return tables.ResetRows(name, rows);
+}
+}  // namespace mc_detail
+
+// Embedding: EmbeddingBagCollection, EmbeddingCollection or their sharded
+// forms; Collection: the matching (sharded) ManagedCollisionCollection.
+template <class Embedding, class Collection>
+class ManagedCollisionEmbedding {
+ public:
+  ManagedCollisionEmbedding(Embedding embedding, Collection collection)
+      : embedding_(std::move(embedding)), collection_(std::move(collection)) {}
+
+  // Remap, reset the evicted rows, look up. remapped: the remapped
+  // features (TorchRec's return_remapped_features). Collective when sharded.
+  auto Forward(const KeyedJaggedTensor& input, bool training = true, int64_t* invalid_ids = nullptr)
+      -> decltype(std::declval<Embedding&>().Forward(input, invalid_ids)) {
+    SR_ASSIGN_OR_RETURN(KeyedJaggedTensor remapped, collection_.Forward(input, training));
+    if (training) {
+      SR_ASSIGN_OR_RETURN(auto evicted, EvictNow());
+      for (const auto& [table, rows] : evicted) SR_RETURN_IF_ERROR(mc_detail::ResetRows(embedding_.tables(), table, rows));
+    }
+    last_ = std::move(remapped);
+    return embedding_.Forward(*last_, invalid_ids);
+  }
+
+  // grad: what the embedding module's Backward takes, for the last Forward.
+  template <class Grad>
+  Status Backward(const Grad& grad, int64_t iteration,
+                  double learning_rate = std::numeric_limits<double>::quiet_NaN()) {
+    if (!last_) return FailedPreconditionError("managed-collision module: Backward before Forward");
+    if constexpr (requires { embedding_.Backward(grad, iteration, learning_rate); }) {
+      return embedding_.Backward(grad, iteration, learning_rate);  // sharded: keeps its own input
+    } else {
+      return embedding_.Backward(*last_, grad, iteration, learning_rate);
+    }
+  }
+
+  Embedding& embedding() { return embedding_; }
+  const Embedding& embedding() const { return embedding_; }
+  Collection& collection() { return collection_; }
+  const Collection& collection() const { return collection_; }
+  // The remapped features of the last Forward.
+  const std::optional<KeyedJaggedTensor>& remapped() const { return last_; }
+
+ private:
+  StatusOr<std::map<std::string, std::vector<int64_t>>> EvictNow() { return collection_.Evict(); }
+
+  Embedding embedding_;
+  Collection collection_;
+  std::optional<KeyedJaggedTensor> last_;
+};
+
+using ManagedCollisionEmbeddingBagCollection =
+    ManagedCollisionEmbedding<EmbeddingBagCollection, ManagedCollisionCollection>;
+using ManagedCollisionEmbeddingCollection = ManagedCollisionEmbedding<EmbeddingCollection, ManagedCollisionCollection>;
+using ShardedManagedCollisionEmbeddingBagCollection =
+    ManagedCollisionEmbedding<ShardedEmbeddingBagCollection, ShardedManagedCollisionCollection>;
+using ShardedManagedCollisionEmbeddingCollection =
+    ManagedCollisionEmbedding<ShardedEmbeddingCollection, ShardedManagedCollisionCollection>;
+
+// Factories: the embedding module, then its collection over the same tables.
+StatusOr<ManagedCollisionEmbeddingBagCollection> CreateManagedCollisionEmbeddingBagCollection(
+    const PluginRegistry& registry, std::vector<EmbeddingBagConfig> tables, const ManagedCollisionConfigs& managed,
+    const EmbeddingModuleOptions& options);
+StatusOr<ManagedCollisionEmbeddingCollection> CreateManagedCollisionEmbeddingCollection(
+    const PluginRegistry& registry, std::vector<EmbeddingConfig> tables, const ManagedCollisionConfigs& managed,
+    const EmbeddingModuleOptions& options);
+StatusOr<ShardedManagedCollisionEmbeddingBagCollection> CreateShardedManagedCollisionEmbeddingBagCollection(
+    const PluginRegistry& registry, const ProcessGroup& group, const ShardingPlan& plan,
+    const ManagedCollisionConfigs& managed, const EmbeddingModuleOptions& options, ShardedModuleOptions sharded = {});
+StatusOr<ShardedManagedCollisionEmbeddingCollection> CreateShardedManagedCollisionEmbeddingCollection(
+    const PluginRegistry& registry, const ProcessGroup& group, const ShardingPlan& plan,
+    const ManagedCollisionConfigs& managed, const EmbeddingModuleOptions& options);
+
+}  // namespace shardrec

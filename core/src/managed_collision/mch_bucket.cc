@@ -1,0 +1,326 @@
+#include "mch_bucket.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "id_hash.h"
+#include "shardrec/core/dl_view.h"
+
+namespace shardrec::mc {
+
+MchBucket::MchBucket(int64_t first_row, int64_t slots, int64_t mch_first, int64_t mch_rows,
+                     int64_t metadata_columns)
+    : first_row_(first_row),
+      slots_(slots),
+      mch_first_(mch_first),
+      mch_rows_(mch_rows),
+      metadata_columns_(metadata_columns),
+      ids_(static_cast<size_t>(slots), 0),
+      count_(static_cast<size_t>(slots), 0),
+      last_(static_cast<size_t>(slots), 0),
+      metadata_(static_cast<size_t>(slots * metadata_columns), 0),
+      occupied_(static_cast<size_t>(slots), 0),
+      order_(static_cast<size_t>(slots - 1)),
+      index_(slots),
+      window_count_(static_cast<size_t>(slots), 0),
+      window_last_(static_cast<size_t>(slots), 0),
+      candidate_index_(1024) {
+  std::iota(order_.begin(), order_.end(), int64_t{0});
+}
+
+int64_t MchBucket::MissRow(int64_t id) const {
+  if (mch_rows_ == 0) return first_row_ + slots_ - 1;
+  // A second mix: the first one's high bits chose the bucket.
+  return mch_first_ + static_cast<int64_t>(ScaleToRange(Fmix64(Fmix64(static_cast<uint64_t>(id)) ^ 0x9e3779b97f4a7c15ULL),
+                                                        static_cast<uint64_t>(mch_rows_)));
+}
+
+void MchBucket::Remap(std::span<const int64_t> ids, int64_t* rows, int64_t* hits, int64_t* residual) const {
+  // rows holds the slots from FindSlots on entry.
+  int64_t h = 0, r = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (rows[i] >= 0) {
+      rows[i] += first_row_;
+      ++h;
+    } else {
+      rows[i] = MissRow(ids[i]);
+      r += mch_rows_ > 0;
+    }
+  }
+  *hits += h;
+  *residual += r;
+}
+
+int64_t MchBucket::CandidateIndex(int64_t id) {
+  const int64_t found = candidate_index_.Find(id);
+  if (found >= 0) return found;
+  if (candidate_index_.size() + 1 > candidate_index_.capacity()) {
+    IdSlotIndex bigger(2 * candidate_index_.capacity());
+    for (size_t i = 0; i < candidate_ids_.size(); ++i) bigger.Insert(candidate_ids_[i], static_cast<int64_t>(i));
+    candidate_index_ = std::move(bigger);
+  }
+  const auto index = static_cast<int64_t>(candidate_ids_.size());
+  candidate_index_.Insert(id, index);
+  candidate_ids_.push_back(id);
+  candidate_count_.push_back(0);
+  candidate_last_.push_back(0);
+  return index;
+}
+
+void MchBucket::Record(std::span<const int64_t> ids, const int64_t* slots, int64_t iteration) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t s = slots[i];
+    if (s >= 0) {
+      const auto u = static_cast<size_t>(s);
+      if (undo_.active) undo_.slot_log.insert(undo_.slot_log.end(), {s, window_count_[u], window_last_[u]});
+      if (window_count_[u]++ == 0) touched_.push_back(s);
+      window_last_[u] = iteration;
+    } else {
+      const int64_t c = CandidateIndex(ids[i]);
+      const auto u = static_cast<size_t>(c);
+      if (undo_.active && u < undo_.candidates_mark) {
+        undo_.candidate_log.insert(undo_.candidate_log.end(), {c, candidate_count_[u], candidate_last_[u]});
+      }
+      ++candidate_count_[u];
+      candidate_last_[u] = iteration;
+    }
+  }
+}
+
+void MchBucket::MarkWindow() {
+  undo_.active = true;
+  undo_.touched_mark = touched_.size();
+  undo_.candidates_mark = candidate_ids_.size();
+  undo_.slot_log.clear();
+  undo_.candidate_log.clear();
+}
+
+void MchBucket::RollbackWindow() {
+  if (!undo_.active) return;
+  for (size_t k = undo_.slot_log.size(); k >= 3; k -= 3) {
+    const auto s = static_cast<size_t>(undo_.slot_log[k - 3]);
+    window_count_[s] = undo_.slot_log[k - 2];
+    window_last_[s] = undo_.slot_log[k - 1];
+  }
+  touched_.resize(undo_.touched_mark);
+  for (size_t k = undo_.candidate_log.size(); k >= 3; k -= 3) {
+    const auto c = static_cast<size_t>(undo_.candidate_log[k - 3]);
+    candidate_count_[c] = undo_.candidate_log[k - 2];
+    candidate_last_[c] = undo_.candidate_log[k - 1];
+  }
+  for (size_t c = undo_.candidates_mark; c < candidate_ids_.size(); ++c) candidate_index_.Erase(candidate_ids_[c]);
+  candidate_ids_.resize(undo_.candidates_mark);
+  candidate_count_.resize(undo_.candidates_mark);
+  candidate_last_.resize(undo_.candidates_mark);
+  undo_.active = false;
+}
+
+StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const ManagedCollisionConfig& config,
+                                         int64_t now) const {
+  RoundPlan plan;
+  const size_t num_candidates = candidate_ids_.size();
+  plan.candidates = static_cast<int64_t>(num_candidates);
+
+  // The threshold filter runs over every id of the window, slot holders
+  // included (TorchRec filters its unique history before the update).
+  double threshold = -std::numeric_limits<double>::infinity();
+  if (config.threshold != ThresholdFilter::kNone && touched_.size() + num_candidates > 0) {
+    double total = 0;
+    for (int64_t s : touched_) total += static_cast<double>(window_count_[static_cast<size_t>(s)]);
+    for (int64_t c : candidate_count_) total += static_cast<double>(c);
+    const double mean = total / static_cast<double>(touched_.size() + num_candidates);
+    threshold = config.threshold == ThresholdFilter::kAverage ? mean : mean * config.threshold_skew_multiplier;
+  }
+
+  // Slot holders: lifetime count and last access, after the window.
+  std::vector<int64_t> count = count_, last = last_;
+  for (int64_t s : touched_) {
+    const auto u = static_cast<size_t>(s);
+    if (!(static_cast<double>(window_count_[u]) > threshold)) continue;
+    count[u] += window_count_[u];
+    last[u] = window_last_[u];
+    plan.updated_slots.push_back(s);
+    plan.updated_count.push_back(count[u]);
+    plan.updated_last.push_back(last[u]);
+  }
+
+  // Candidates that pass the filter, by window count (desc) then id.
+  std::vector<int64_t> passing;
+  for (size_t c = 0; c < num_candidates; ++c) {
+    if (static_cast<double>(candidate_count_[c]) > threshold) passing.push_back(static_cast<int64_t>(c));
+  }
+  std::sort(passing.begin(), passing.end(), [&](int64_t a, int64_t b) {
+    const int64_t ca = candidate_count_[static_cast<size_t>(a)], cb = candidate_count_[static_cast<size_t>(b)];
+    return ca != cb ? ca > cb : candidate_ids_[static_cast<size_t>(a)] < candidate_ids_[static_cast<size_t>(b)];
+  });
+  if (passing.empty() && metadata_columns_ == 0) return plan;  // nothing can change hands
+
+  const size_t residents = order_.size(), n = residents + passing.size();
+  std::vector<int64_t> counts(n), lasts(n), windows(n), metadata(n * static_cast<size_t>(metadata_columns_), 0);
+  const auto cols = static_cast<size_t>(metadata_columns_);
+  for (size_t i = 0; i < residents; ++i) {
+    const auto s = static_cast<size_t>(order_[i]);
+    counts[i] = count[s];
+    lasts[i] = occupied_[s] ? last[s] : 0;
+    windows[i] = window_count_[s];
+    std::copy_n(metadata_.begin() + static_cast<std::ptrdiff_t>(s * cols), cols,
+                metadata.begin() + static_cast<std::ptrdiff_t>(i * cols));
+  }
+  for (size_t k = 0; k < passing.size(); ++k) {
+    const auto c = static_cast<size_t>(passing[k]);
+    counts[residents + k] = candidate_count_[c];
+    lasts[residents + k] = candidate_last_[c];
+    windows[residents + k] = candidate_count_[c];
+  }
+  std::vector<double> scores(n, 0.0);
+  const auto n64 = static_cast<int64_t>(n);
+  DLView counts_view(counts.data(), {n64}), lasts_view(lasts.data(), {n64}), windows_view(windows.data(), {n64}),
+      scores_view(scores.data(), {n64}),
+      metadata_view(metadata.data(), {n64, metadata_columns_});
+  sr_eviction_score_args args{};
+  args.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
+  args.now = now;
+  args.num_resident = residents;
+  args.num_candidates = passing.size();
+  args.counts = counts_view.get();
+  args.last_access = lasts_view.get();
+  args.window_counts = windows_view.get();
+  args.metadata = metadata_columns_ > 0 ? metadata_view.get() : nullptr;
+  args.scores = scores_view.get();
+  if (Status st = policy.Score(args); !st.ok()) return st;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(scores[i]) || scores[i] == std::numeric_limits<double>::infinity()) {
+      return Status(SR_INTERNAL, policy.Describe() + ": score returned " + std::to_string(scores[i]) +
+                                     " for entry " + std::to_string(i) + " (scores must be finite or -inf)");
+    }
+  }
+
+  // Rank order: higher score first, then the earlier entry.
+  auto before = [&](int64_t a, int64_t b) {
+    const double sa = scores[static_cast<size_t>(a)], sb = scores[static_cast<size_t>(b)];
+    return sa != sb ? sa > sb : a < b;
+  };
+  const auto res64 = static_cast<int64_t>(residents);
+  std::vector<int64_t> admitted, dropped;  // candidates that get a slot; holders that may lose theirs
+  if (policy.HasSelect()) {
+    std::vector<uint8_t> keep(n, 0);
+    DLView keep_view(keep.data(), {n64});
+    sr_eviction_select_args sel{};
+    sel.struct_size = SR_STRUCT_SIZE(sr_eviction_select_args, keep);
+    sel.scored = &args;
+    sel.capacity = residents;
+    sel.keep = keep_view.get();
+    if (Status st = policy.Select(sel); !st.ok()) return st;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (keep[i] > 1) {
+        return Status(SR_INTERNAL, policy.Describe() + ": select wrote " + std::to_string(keep[i]) +
+                                       " at entry " + std::to_string(i) + " (keep must be 0 or 1)");
+      }
+      kept += keep[i];
+    }
+    if (kept > residents) {
+      return Status(SR_INTERNAL, policy.Describe() + ": select kept " + std::to_string(kept) + " entries, capacity " +
+                                     std::to_string(residents));
+    }
+    for (int64_t i = 0; i < n64; ++i) {
+      if (i < res64 && !keep[static_cast<size_t>(i)]) dropped.push_back(i);
+      if (i >= res64 && keep[static_cast<size_t>(i)]) admitted.push_back(i);
+    }
+  } else {
+    std::vector<int64_t> rank(n);
+    std::iota(rank.begin(), rank.end(), int64_t{0});
+    std::nth_element(rank.begin(), rank.begin() + res64, rank.end(), before);
+    for (size_t k = 0; k < n; ++k) {
+      if (k < residents && rank[k] >= res64) admitted.push_back(rank[k]);
+      if (k >= residents && rank[k] < res64) dropped.push_back(rank[k]);
+    }
+  }
+  // -inf: never admitted.
+  std::erase_if(admitted, [&](int64_t i) { return scores[static_cast<size_t>(i)] == -std::numeric_limits<double>::infinity(); });
+  std::sort(admitted.begin(), admitted.end(), before);
+  std::sort(dropped.begin(), dropped.end(), before);
+  // The lowest-ranked holders make room, the best of them for the best candidate.
+  const size_t first_evicted = dropped.size() - admitted.size();
+  for (size_t k = 0; k < admitted.size(); ++k) {
+    const int64_t entry = admitted[k];
+    plan.replacements.emplace_back(order_[static_cast<size_t>(dropped[first_evicted + k])],
+                                   passing[static_cast<size_t>(entry - res64)]);
+    plan.candidate_metadata.insert(plan.candidate_metadata.end(),
+                                   metadata.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(entry) * cols),
+                                   metadata.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(entry + 1) * cols));
+  }
+  if (metadata_columns_ > 0) metadata.resize(residents * cols), plan.slot_metadata = std::move(metadata);
+  return plan;
+}
+
+int64_t MchBucket::Commit(const RoundPlan& plan, std::vector<int64_t>& evicted_rows) {
+  undo_.active = false;
+  for (size_t k = 0; k < plan.updated_slots.size(); ++k) {
+    const auto s = static_cast<size_t>(plan.updated_slots[k]);
+    count_[s] = plan.updated_count[k];
+    last_[s] = plan.updated_last[k];
+  }
+  const auto cols = static_cast<size_t>(metadata_columns_);
+  if (!plan.slot_metadata.empty()) {
+    for (size_t i = 0; i < order_.size(); ++i) {
+      std::copy_n(plan.slot_metadata.begin() + static_cast<std::ptrdiff_t>(i * cols), cols,
+                  metadata_.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(order_[i]) * cols));
+    }
+  }
+  int64_t evictions = 0;
+  std::vector<uint8_t> changed;
+  if (!plan.replacements.empty()) changed.assign(static_cast<size_t>(slots_), 0);
+  for (size_t k = 0; k < plan.replacements.size(); ++k) {
+    const auto [slot, candidate] = plan.replacements[k];
+    const auto s = static_cast<size_t>(slot);
+    const auto c = static_cast<size_t>(candidate);
+    if (occupied_[s]) {
+      index_.Erase(ids_[s]);
+      evicted_rows.push_back(first_row_ + slot);
+      ++evictions;
+    }
+    ids_[s] = candidate_ids_[c];
+    occupied_[s] = 1;
+    index_.Insert(ids_[s], slot);
+    count_[s] = candidate_count_[c];
+    last_[s] = candidate_last_[c];
+    std::copy_n(plan.candidate_metadata.begin() + static_cast<std::ptrdiff_t>(k * cols), cols,
+                metadata_.begin() + static_cast<std::ptrdiff_t>(s * cols));
+    changed[s] = 1;
+  }
+  if (!plan.replacements.empty()) {
+    // Holders stay sorted by id: merge the unchanged ones with the new.
+    std::vector<int64_t> kept, fresh, empty;
+    for (int64_t s : order_) {
+      const auto u = static_cast<size_t>(s);
+      if (changed[u]) continue;
+      (occupied_[u] ? kept : empty).push_back(s);
+    }
+    for (const auto& r : plan.replacements) fresh.push_back(r.first);
+    auto by_id = [&](int64_t a, int64_t b) { return ids_[static_cast<size_t>(a)] < ids_[static_cast<size_t>(b)]; };
+    std::sort(fresh.begin(), fresh.end(), by_id);
+    auto out = std::merge(kept.begin(), kept.end(), fresh.begin(), fresh.end(), order_.begin(), by_id);
+    std::copy(empty.begin(), empty.end(), out);
+  }
+  // A new window.
+  for (int64_t s : touched_) window_count_[static_cast<size_t>(s)] = 0;
+  touched_.clear();
+  candidate_ids_.clear();
+  candidate_count_.clear();
+  candidate_last_.clear();
+  candidate_index_.Clear();
+  return evictions;
+}
+
+int64_t MchBucket::Bytes() const {
+  auto vec = [](const auto& v) { return static_cast<int64_t>(v.capacity() * sizeof(v[0])); };
+  return vec(ids_) + vec(count_) + vec(last_) + vec(metadata_) + vec(occupied_) + vec(order_) +
+         static_cast<int64_t>(index_.bytes()) + vec(window_count_) + vec(window_last_) + vec(touched_) +
+         vec(candidate_ids_) + vec(candidate_count_) + vec(candidate_last_) +
+         static_cast<int64_t>(candidate_index_.bytes());
+}
+
+}  // namespace shardrec::mc

@@ -1,0 +1,90 @@
+// One bucket of a managed-collision table: its slots (rows), the id -> row
+// index, per-slot metadata (lifetime count, last access, the policy's own
+// columns), the current window, and the eviction round over them.
+// MchManagedCollisionModule routes ids to buckets and keeps the counters.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "id_slot_index.h"
+#include "shardrec/core/managed_collision/managed_collision_config.h"
+#include "shardrec/core/plugin_objects.h"
+
+namespace shardrec::mc {
+
+// What one round decided, before anything is applied.
+struct RoundPlan {
+  // Slot holders the window saw (and the filter passed): new metadata.
+  std::vector<int64_t> updated_slots, updated_count, updated_last;
+  // The policy's metadata columns of the slot holders, in slot order
+  // (empty without metadata columns).
+  std::vector<int64_t> slot_metadata;
+  // (slot, candidate) pairs: the candidate takes the slot.
+  std::vector<std::pair<int64_t, int64_t>> replacements;
+  std::vector<int64_t> candidate_metadata;  // [candidates, columns]
+  int64_t candidates = 0;                   // before the threshold filter
+};
+
+class MchBucket {
+ public:
+  // Rows [first_row, first_row + slots) are managed, the last of them the
+  // default row; [mch_first, mch_first + mch_rows) is the residual range.
+  MchBucket(int64_t first_row, int64_t slots, int64_t mch_first, int64_t mch_rows, int64_t metadata_columns);
+
+  // rows[i]: the table row of ids[i] (its slot, or the residual / default
+  // row); hit[i]: whether it held a slot.
+  void Remap(std::span<const int64_t> ids, int64_t* rows, int64_t* hits, int64_t* residual) const;
+  // The slot of each id, -1 if none.
+  void FindSlots(std::span<const int64_t> ids, int64_t* slots) const { index_.FindMany(ids, slots); }
+  int64_t SlotRow(int64_t slot) const { return first_row_ + slot; }
+  int64_t MissRow(int64_t id) const;
+
+  // Counts the ids (with their slots from FindSlots) into the window.
+  void Record(std::span<const int64_t> ids, const int64_t* slots, int64_t iteration);
+  // Undo of every Record since MarkWindow (a failed step).
+  void MarkWindow();
+  void RollbackWindow();
+
+  // Plans a round at iteration `now` without changing anything.
+  StatusOr<RoundPlan> PlanRound(const EvictionPolicy& policy, const ManagedCollisionConfig& config,
+                                int64_t now) const;
+  // Applies a plan; appends the rows of evicted ids; clears the window.
+  // Returns the number of evictions.
+  int64_t Commit(const RoundPlan& plan, std::vector<int64_t>& evicted_rows);
+
+  int64_t capacity() const { return slots_ - 1; }
+  int64_t occupied() const { return index_.size(); }
+  int64_t first_row() const { return first_row_; }
+  int64_t slots() const { return slots_; }
+  bool Occupied(int64_t slot) const { return occupied_[static_cast<size_t>(slot)] != 0; }
+  int64_t IdAt(int64_t slot) const { return Occupied(slot) ? ids_[static_cast<size_t>(slot)] : 0; }
+  int64_t Bytes() const;
+
+ private:
+  struct WindowUndo {
+    size_t touched_mark = 0, candidates_mark = 0;
+    std::vector<int64_t> slot_log;       // (slot, count, last) triples, in order
+    std::vector<int64_t> candidate_log;  // (index, count, last) triples
+    bool active = false;
+  };
+  int64_t CandidateIndex(int64_t id);
+
+  int64_t first_row_, slots_, mch_first_, mch_rows_, metadata_columns_;
+  // Per slot (the default slot slots_-1 never holds an id).
+  std::vector<int64_t> ids_, count_, last_, metadata_;
+  std::vector<uint8_t> occupied_;
+  // Managed slots in TorchRec's order: holders by raw id, then the empty
+  // ones by slot (the policy's tie order). The default slot is not in it.
+  std::vector<int64_t> order_;
+  IdSlotIndex index_;
+  // The window: per-slot accesses and last access, the slots touched, and
+  // the candidates (ids without a slot) with theirs.
+  std::vector<int64_t> window_count_, window_last_, touched_;
+  std::vector<int64_t> candidate_ids_, candidate_count_, candidate_last_;
+  IdSlotIndex candidate_index_;
+  WindowUndo undo_;
+};
+
+}  // namespace shardrec::mc

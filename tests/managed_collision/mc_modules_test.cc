@@ -1,0 +1,274 @@
+// The managed-collision embedding modules. Unsharded: an eviction resets
+// exactly the evicted rows (weights as at creation, optimizer state zero)
+// and leaves the others. Sharded against unsharded, over the comm backend
+// of the test parameter: each rank manages its slice of every managed
+// table's buckets, yet outputs at every step, every row and optimizer
+// state at the end and the summed counters equal the unsharded module's
+// on the concatenated batch, for each built-in sharder and world sizes 1-3.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include "../modules/sharded_fixture.h"
+#include "shardrec/core/managed_collision/managed_collision_embedding.h"
+#include "shardrec/core/tensor/dtype_convert.h"
+
+namespace shardrec {
+namespace {
+
+constexpr float kTol = 1e-5f;
+constexpr int kSteps = 7;
+
+class ManagedCollisionModules : public ShardedTest {
+ protected:
+  void SetUp() override {
+    ShardedTest::SetUp();
+    if (IsSkipped()) return;
+    ASSERT_TRUE(
+        registry_.LoadLibrary(std::filesystem::path(SHARDREC_BUILT_PLUGIN_DIR) / "libshardrec_eviction_builtin.so")
+            .ok());
+  }
+
+  // t0 and t1 are managed (t0 with a residual range), t2 is not.
+  static std::vector<EmbeddingTableConfig> Tables(PoolingType pooling) {
+    return {Table("t0", 16, 6, {"f0", "f1"}, pooling, false), Table("t1", 10, 4, {"f2"}, pooling, false),
+            Table("t2", 7, 3, {"f3"}, pooling, false)};
+  }
+  static ManagedCollisionConfigs Managed() {
+    ManagedCollisionConfigs m;
+    m["t0"] = ParseManagedCollision("t0", "zch_size=12,mch_size=4,buckets=4,policy=lfu,eviction_interval=2").value();
+    m["t1"] = ParseManagedCollision("t1", "zch_size=10,buckets=2,policy=distance_lfu,eviction_interval=1").value();
+    return m;
+  }
+  static int64_t BatchOf(int rank) { return 3 + rank % 2; }
+
+  // Raw ids: managed features draw from a range far larger than the table.
+  static KeyedJaggedTensor RawBatch(const std::vector<EmbeddingTableConfig>& tables, int rank, int step) {
+    std::mt19937_64 rng(static_cast<uint64_t>(rank) * 1000003u + static_cast<uint64_t>(step) * 7919u + 3u);
+    std::vector<std::string> keys;
+    std::vector<int64_t> values, lengths;
+    for (const auto& t : tables) {
+      const uint64_t range = t.name == "t2" ? static_cast<uint64_t>(t.num_embeddings) : 40;
+      for (const auto& f : t.feature_names) {
+        keys.push_back(f);
+        for (int64_t b = 0; b < BatchOf(rank); ++b) {
+          const int64_t n = static_cast<int64_t>(rng() % 4);
+          lengths.push_back(n);
+          for (int64_t i = 0; i < n; ++i) {
+            // Skewed: low ids come back often, so slots are contested.
+            const uint64_t a = rng() % range, b2 = rng() % range;
+            values.push_back(static_cast<int64_t>(std::min(a, b2)) * (t.name == "t2" ? 1 : 1000003));
+          }
+        }
+      }
+    }
+    return KeyedJaggedTensor::FromLengths(keys, values, lengths).value();
+  }
+
+  static EmbeddingModuleOptions Options() {
+    EmbeddingModuleOptions options;
+    options.optimizer = OptimizerSpec::Parse("adagrad,lr=0.1").value();
+    options.init_seed = 11;
+    return options;
+  }
+
+  void RunEbc(const std::string& sharder, int world) {
+    SCOPED_TRACE(fmt::format("sharder={} world={}", sharder, world));
+    const auto tables = Tables(PoolingType::kSum);
+    PlanRequest req;
+    req.tables = tables;
+    req.world_size = world;
+    req.ranks_per_host = world;
+    req.sharder = sharder;
+    auto plan = MakePlan(registry_, req);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto ref = CreateManagedCollisionEmbeddingBagCollection(registry_, tables, Managed(), Options());
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    std::vector<int64_t> first(static_cast<size_t>(world) + 1, 0);
+    for (int r = 0; r < world; ++r) first[static_cast<size_t>(r) + 1] = first[static_cast<size_t>(r)] + BatchOf(r);
+    const int64_t width = 6 * 2 + 4 + 3;
+    std::vector<Tensor> expected;
+    int64_t evictions = 0;
+    for (int step = 0; step < kSteps; ++step) {
+      std::vector<KeyedJaggedTensor> per_rank;
+      for (int r = 0; r < world; ++r) per_rank.push_back(RawBatch(tables, r, step));
+      auto out = ref->Forward(GlobalBatch(per_rank), true);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      expected.push_back(out->values().Clone());
+      ASSERT_TRUE(ref->Backward(PooledGrad(0, first.back(), width, step), step + 1).ok());
+    }
+    const auto want_stats = ref->collection().Stats();
+    for (const auto& [t, s] : want_stats) evictions += s.evictions;
+    EXPECT_GT(evictions, 0) << "the stream must evict";
+
+    OnRanks(world, [&](const ProcessGroup& group) {
+      const int me = group.rank();
+      auto mc = CreateShardedManagedCollisionEmbeddingBagCollection(registry_, group, plan.value(), Managed(), Options());
+      ASSERT_TRUE(mc.ok()) << mc.status().ToString();
+      for (int step = 0; step < kSteps; ++step) {
+        auto out = mc->Forward(RawBatch(tables, me, step), true);
+        ASSERT_TRUE(out.ok()) << out.status().ToString();
+        EXPECT_LE(MaxAbsDiff(out->values(), Rows(expected[static_cast<size_t>(step)], first[static_cast<size_t>(me)],
+                                                 BatchOf(me))),
+                  kTol)
+            << "output, rank " << me << ", step " << step;
+        ASSERT_TRUE(mc->Backward(PooledGrad(first[static_cast<size_t>(me)], BatchOf(me), width, step), step + 1).ok());
+      }
+      for (size_t t = 0; t < tables.size(); ++t) {
+        auto got = mc->embedding().ReadTable(tables[t].name);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        const auto& ebc = ref->embedding();
+        const auto want_w = ToFloat32(ebc.tables().ReadWeights(static_cast<int32_t>(t)).value(), "w").value();
+        EXPECT_LE(MaxAbsDiff(got->weights, want_w), kTol) << "weights of " << tables[t].name << ", rank " << me;
+        EXPECT_LE(MaxAbsDiff(got->state, ebc.tables().ReadState(static_cast<int32_t>(t)).value()), kTol)
+            << "optimizer state of " << tables[t].name << ", rank " << me;
+      }
+      auto stats = mc->collection().Stats();
+      ASSERT_TRUE(stats.ok());
+      for (const auto& [name, want] : want_stats) {
+        const ManagedCollisionStats& got = stats->at(name);
+        EXPECT_EQ(got.lookups, want.lookups) << name;
+        EXPECT_EQ(got.hits, want.hits) << name;
+        EXPECT_EQ(got.residual, want.residual) << name;
+        EXPECT_EQ(got.admissions, want.admissions) << name;
+        EXPECT_EQ(got.evictions, want.evictions) << name;
+        EXPECT_EQ(got.refusals, want.refusals) << name;
+        EXPECT_EQ(got.occupied, want.occupied) << name;
+        EXPECT_EQ(got.capacity, want.capacity) << name;
+      }
+    });
+  }
+};
+
+TEST_P(ManagedCollisionModules, ShardedEbcEqualsUnshardedForEverySharder) {
+  for (const std::string sharder : {"table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel"}) {
+    for (int world = 1; world <= 3; ++world) RunEbc(sharder, world);
+  }
+}
+
+TEST_P(ManagedCollisionModules, ShardedEcEqualsUnsharded) {
+  const auto tables = Tables(PoolingType::kNone);
+  for (int world : {2, 3}) {
+    SCOPED_TRACE(world);
+    PlanRequest req;
+    req.tables = tables;
+    req.world_size = world;
+    req.ranks_per_host = world;
+    req.sharder = "row_wise";
+    auto plan = MakePlan(registry_, req);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto ref = CreateManagedCollisionEmbeddingCollection(registry_, tables, Managed(), Options());
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    // Outputs per step, per rank: each rank's part of every feature.
+    std::vector<std::vector<std::map<std::string, std::vector<float>>>> expected(kSteps);
+    for (int step = 0; step < kSteps; ++step) {
+      std::vector<KeyedJaggedTensor> per_rank;
+      for (int r = 0; r < world; ++r) per_rank.push_back(RawBatch(tables, r, step));
+      auto out = ref->Forward(GlobalBatch(per_rank), true);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      std::map<std::string, Tensor> grads;
+      expected[static_cast<size_t>(step)].resize(static_cast<size_t>(world));
+      for (auto& [name, jt] : *out) {
+        const Tensor& v = jt.values;
+        const int64_t dim = v.size(1);
+        int64_t at = 0;
+        for (int r = 0; r < world; ++r) {
+          const auto& kjt = per_rank[static_cast<size_t>(r)];
+          const int64_t n = kjt.length_per_key()[static_cast<size_t>(kjt.KeyIndex(name))];
+          expected[static_cast<size_t>(step)][static_cast<size_t>(r)][name].assign(
+              v.data<float>() + at * dim, v.data<float>() + (at + n) * dim);
+          at += n;
+        }
+        Tensor g = Tensor::Zeros(dtype::kFloat32, {v.size(0), dim});
+        for (int64_t i = 0; i < g.numel(); ++i) g.data<float>()[i] = std::sin(0.3f * static_cast<float>(i) + step);
+        grads[name] = g;
+      }
+      ASSERT_TRUE(ref->Backward(grads, step + 1).ok());
+    }
+    OnRanks(world, [&](const ProcessGroup& group) {
+      const int me = group.rank();
+      auto mc = CreateShardedManagedCollisionEmbeddingCollection(registry_, group, plan.value(), Managed(), Options());
+      ASSERT_TRUE(mc.ok()) << mc.status().ToString();
+      for (int step = 0; step < kSteps; ++step) {
+        auto out = mc->Forward(RawBatch(tables, me, step), true);
+        ASSERT_TRUE(out.ok()) << out.status().ToString();
+        std::map<std::string, Tensor> grads;
+        for (auto& [name, jt] : *out) {
+          const Tensor& v = jt.values;
+          const auto& want = expected[static_cast<size_t>(step)][static_cast<size_t>(me)][name];
+          ASSERT_EQ(static_cast<size_t>(v.numel()), want.size()) << name;
+          for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(v.data<float>()[i], want[i], kTol) << name;
+          // This rank's rows of the global gradient: offset by the ids before it.
+          int64_t before = 0;
+          for (int r = 0; r < me; ++r) {
+            const auto other = RawBatch(tables, r, step);
+            before += other.length_per_key()[static_cast<size_t>(other.KeyIndex(name))];
+          }
+          const int64_t dim = v.size(1);
+          Tensor g = Tensor::Zeros(dtype::kFloat32, {v.size(0), dim});
+          for (int64_t i = 0; i < g.numel(); ++i) {
+            g.data<float>()[i] = std::sin(0.3f * static_cast<float>(before * dim + i) + step);
+          }
+          grads[name] = g;
+        }
+        ASSERT_TRUE(mc->Backward(grads, step + 1).ok());
+      }
+      for (size_t t = 0; t < tables.size(); ++t) {
+        auto got = mc->embedding().ReadTable(tables[t].name);
+        ASSERT_TRUE(got.ok());
+        const auto want_w =
+            ToFloat32(ref->embedding().tables().ReadWeights(static_cast<int32_t>(t)).value(), "w").value();
+        EXPECT_LE(MaxAbsDiff(got->weights, want_w), kTol) << tables[t].name << ", rank " << me;
+      }
+    });
+  }
+}
+
+TEST_P(ManagedCollisionModules, EvictionResetsExactlyTheEvictedRows) {
+  if (GetParam() != "local") GTEST_SKIP() << "unsharded: one comm parameter is enough";
+  const auto tables = Tables(PoolingType::kSum);
+  auto mc = CreateManagedCollisionEmbeddingBagCollection(registry_, tables, Managed(), Options());
+  auto fresh = EmbeddingBagCollection::Create(registry_, tables, Options());
+  ASSERT_TRUE(mc.ok() && fresh.ok());
+  // t1 (distance LFU, a round every step, dim 4) evicts often.
+  constexpr int32_t kT1 = 1;
+  constexpr int64_t kRows = 10, kDim = 4;
+  const auto initial = fresh->tables().ReadWeights(kT1).value();
+  bool saw_eviction = false;
+  for (int step = 0; step < 40 && !saw_eviction; ++step) {
+    const auto before_w = mc->embedding().tables().ReadWeights(kT1).value();
+    const int64_t evictions_before = mc->collection().Stats().at("t1").evictions;
+    auto out = mc->Forward(RawBatch(tables, 0, step), true);  // the round and the reset run in here
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const bool evicted = mc->collection().Stats().at("t1").evictions > evictions_before;
+    const auto after_w = mc->embedding().tables().ReadWeights(kT1).value();
+    const auto after_s = mc->embedding().tables().ReadState(kT1).value();
+    std::vector<int64_t> changed;
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t c = 0; c < kDim; ++c) {
+        if (before_w.data<float>()[r * kDim + c] != after_w.data<float>()[r * kDim + c]) {
+          changed.push_back(r);
+          break;
+        }
+      }
+    }
+    EXPECT_EQ(!changed.empty(), evicted) << "step " << step << ": rows change exactly when ids are evicted";
+    for (int64_t r : changed) {
+      saw_eviction = true;
+      for (int64_t c = 0; c < kDim; ++c) {
+        EXPECT_EQ(after_w.data<float>()[r * kDim + c], initial.data<float>()[r * kDim + c]) << "row " << r;
+      }
+      for (int64_t c = 0; c < after_s.size(1); ++c) EXPECT_EQ(after_s.data<float>()[r * after_s.size(1) + c], 0.0f);
+    }
+    for (int64_t v : mc->remapped()->values()) ASSERT_TRUE(v >= 0 && v < 16);
+    ASSERT_TRUE(mc->Backward(PooledGrad(0, BatchOf(0), 6 * 2 + 4 + 3, step), step + 1).ok());
+  }
+  EXPECT_TRUE(saw_eviction) << "no row of t1 was reset in 40 steps";
+}
+
+INSTANTIATE_TEST_SUITE_P(Comm, ManagedCollisionModules, ::testing::Values("local", "gloo"));
+
+}  // namespace
+}  // namespace shardrec
