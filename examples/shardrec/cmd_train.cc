@@ -3,9 +3,10 @@
 // where the time went, and memory per rank. With no flags it is the
 // embedded default job: 2 ranks as threads (local comm), CPU kernel,
 // balanced table-wise plan. `--verify` runs the same steps unsharded on
-// rank 0 beside it and prints the largest differences.
-#include <unistd.h>
-
+// rank 0 beside it and prints the largest differences. Tables with managed
+// collision (in the tables file or --managed-collision) get raw ids and a
+// ShardedManagedCollisionEmbeddingBagCollection; their counters join the
+// report.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,7 +22,9 @@
 #include "cli.h"
 #include "comm_job.h"
 #include "commands.h"
+#include "progress.h"
 #include "shardrec/core/launch/dist_env.h"
+#include "shardrec/core/managed_collision/managed_collision_embedding.h"
 #include "shardrec/core/modules/embedding_bag_collection.h"
 #include "shardrec/core/modules/sharded_embedding_bag_collection.h"
 #include "shardrec/core/sharding/sharding_plan.h"
@@ -41,6 +44,8 @@ struct TrainFlags {
   uint64_t seed = 0;
   bool verify = false, no_fast_paths = false;
   double tolerance = 1e-5;
+  std::vector<std::string> managed_collision;  // TABLE:SPEC
+  int64_t raw_id_space = 0;                    // 0: 10 x the rows of each managed table
 };
 
 // "512MiB", "2GiB", "1000000" -> bytes.
@@ -64,42 +69,11 @@ StatusOr<int64_t> ParseBytes(const std::string& text) {
   return static_cast<int64_t>(v * scale);
 }
 
-std::string Rate(double per_s) {
-  if (per_s >= 1e9) return fmt::format("{:.2f}G", per_s / 1e9);
-  if (per_s >= 1e6) return fmt::format("{:.2f}M", per_s / 1e6);
-  if (per_s >= 1e3) return fmt::format("{:.1f}k", per_s / 1e3);
-  return fmt::format("{:.0f}", per_s);
-}
-
 std::string Bytes(int64_t b) {
   if (b >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1 << 30));
   if (b >= (int64_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
   return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
 }
-
-// Rank 0's progress on stderr: a redrawn bar on a terminal, else a line
-// every tenth of the run.
-class Progress {
- public:
-  Progress(int64_t steps, bool enabled) : steps_(steps), enabled_(enabled), tty_(isatty(STDERR_FILENO) != 0) {}
-  void Step(int64_t done, double samples_per_s) {
-    if (!enabled_) return;
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(steps_, 1));
-    const std::string line = fmt::format("[{}{}] {}/{} steps, {} samples/s", std::string(filled, '='),
-                                         std::string(kWidth - filled, ' '), done, steps_, Rate(samples_per_s));
-    if (tty_) {
-      std::cerr << "\r" << line << (done == steps_ ? "\n" : "") << std::flush;
-    } else if (done == steps_ || done * 10 / steps_ != (done - 1) * 10 / steps_) {
-      std::cerr << line << "\n";
-    }
-  }
-
- private:
-  int64_t steps_;
-  bool enabled_, tty_;
-};
-
 
 // The largest |got - want|, and the largest |got - want| / max(1, |want|):
 // large accumulators (Adagrad's sum of squares) are judged relative to
@@ -133,6 +107,8 @@ struct RankResult {
   std::vector<double> step_seconds;  // rank 0
   std::vector<int64_t> lookups, bytes;
   std::vector<ShardedStepTimes> times;
+  std::vector<double> remap_seconds;  // managed collision, per rank
+  std::map<std::string, ManagedCollisionStats> mc_stats;
   std::string output_dist;
   struct Verify {
     Diff output, weights, state;
@@ -144,19 +120,36 @@ struct RankResult {
 // One rank's job. Errors are returned; rank 0 prints them.
 StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& session, const TrainFlags& f,
                                const std::vector<EmbeddingTableConfig>& tables, const SyntheticData& data,
-                               const ShardingPlan& plan, const EmbeddingModuleOptions& options, bool show) {
+                               const ShardingPlan& plan, const ManagedCollisionConfigs& managed,
+                               const EmbeddingModuleOptions& options, bool show) {
   const int me = group.rank(), world = group.world_size();
   ShardedModuleOptions so;
   so.fast_paths = !f.no_fast_paths;
-  SR_ASSIGN_OR_RETURN(auto ebc, ShardedEmbeddingBagCollection::Create(session.registry, group, plan, options, so));
+  // With managed tables the module is wrapped; either way `ebc` is the sharded EBC.
+  std::optional<ShardedManagedCollisionEmbeddingBagCollection> mc;
+  std::optional<ShardedEmbeddingBagCollection> plain;
+  if (managed.empty()) {
+    SR_ASSIGN_OR_RETURN(auto made, ShardedEmbeddingBagCollection::Create(session.registry, group, plan, options, so));
+    plain.emplace(std::move(made));
+  } else {
+    SR_ASSIGN_OR_RETURN(auto made, CreateShardedManagedCollisionEmbeddingBagCollection(session.registry, group, plan,
+                                                                                      managed, options, so));
+    mc.emplace(std::move(made));
+  }
+  ShardedEmbeddingBagCollection& ebc = mc ? mc->embedding() : *plain;
   std::optional<EmbeddingBagCollection> ref;
+  std::optional<ManagedCollisionEmbeddingBagCollection> mc_ref;
   RankResult result;
   result.output_dist = ebc.output_dist();
   if (f.verify) {
     result.verify.emplace();
-    if (me == 0) {
+    if (me == 0 && managed.empty()) {
       SR_ASSIGN_OR_RETURN(auto made, EmbeddingBagCollection::Create(session.registry, tables, options));
       ref.emplace(std::move(made));
+    } else if (me == 0) {
+      SR_ASSIGN_OR_RETURN(auto made,
+                          CreateManagedCollisionEmbeddingBagCollection(session.registry, tables, managed, options));
+      mc_ref.emplace(std::move(made));
     }
   }
   int64_t width = 0;
@@ -167,7 +160,7 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     const KeyedJaggedTensor batch = data.Batch(me, step, f.batch);
     lookups += static_cast<int64_t>(batch.values().size());
     const auto start = std::chrono::steady_clock::now();
-    SR_ASSIGN_OR_RETURN(KeyedTensor out, ebc.Forward(batch));
+    SR_ASSIGN_OR_RETURN(KeyedTensor out, mc ? mc->Forward(batch, /*training=*/true) : ebc.Forward(batch));
     SR_RETURN_IF_ERROR(ebc.Backward(data.Gradient(me * f.batch, f.batch, width, step), step + 1));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.seconds += secs;
@@ -178,26 +171,33 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       Tensor all = Tensor::Empty(dtype::kFloat32, {world * f.batch, width});
       SR_RETURN_IF_ERROR(group.AllGatherV(out.values(), &all,
                                           std::vector<int64_t>(static_cast<size_t>(world), f.batch * width)));
-      if (ref) {
+      if (ref || mc_ref) {
         const auto global = data.GlobalBatch(world, step, f.batch);
-        SR_ASSIGN_OR_RETURN(KeyedTensor want, ref->Forward(global));
+        const Tensor grad = data.Gradient(0, world * f.batch, width, step);
+        SR_ASSIGN_OR_RETURN(KeyedTensor want, ref ? ref->Forward(global) : mc_ref->Forward(global, true));
         result.verify->output.Add(all, want.values());
-        SR_RETURN_IF_ERROR(ref->Backward(global, data.Gradient(0, world * f.batch, width, step), step + 1));
+        SR_RETURN_IF_ERROR(ref ? ref->Backward(global, grad, step + 1) : mc_ref->Backward(grad, step + 1));
       }
     }
   }
   if (f.verify) {
     for (size_t t = 0; t < tables.size(); ++t) {
       SR_ASSIGN_OR_RETURN(TableContents got, ebc.ReadTable(tables[t].name));
-      if (!ref) continue;
-      SR_ASSIGN_OR_RETURN(Tensor w, ref->tables().ReadWeights(static_cast<int32_t>(t)));
+      if (!ref && !mc_ref) continue;
+      const EmbeddingTables& want = ref ? ref->tables() : mc_ref->embedding().tables();
+      SR_ASSIGN_OR_RETURN(Tensor w, want.ReadWeights(static_cast<int32_t>(t)));
       SR_ASSIGN_OR_RETURN(Tensor w32, ToFloat32(w, tables[t].name));
-      SR_ASSIGN_OR_RETURN(Tensor s, ref->tables().ReadState(static_cast<int32_t>(t)));
+      SR_ASSIGN_OR_RETURN(Tensor s, want.ReadState(static_cast<int32_t>(t)));
       result.verify->weights.Add(got.weights, w32);
       result.verify->state.Add(got.state, s);
     }
   }
   SR_ASSIGN_OR_RETURN(result.lookups, GatherInt(group, lookups));
+  if (mc) {
+    SR_ASSIGN_OR_RETURN(result.mc_stats, mc->collection().Stats());
+    SR_ASSIGN_OR_RETURN(auto ns, GatherInt(group, static_cast<int64_t>(mc->remap_seconds() * 1e9)));
+    for (int64_t n : ns) result.remap_seconds.push_back(static_cast<double>(n) * 1e-9);
+  }
   SR_ASSIGN_OR_RETURN(int64_t bytes, ebc.tables().BytesOnRank());
   SR_ASSIGN_OR_RETURN(result.bytes, GatherInt(group, bytes));
   // Phase times in nanoseconds, every rank's, in one gather.
@@ -249,6 +249,20 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                         {"bytes_per_rank", r.bytes},
                         {"plan", nlohmann::json::parse(PlanToJson(plan))}};
     for (double s : r.step_seconds) j["step_samples_per_s"].push_back(static_cast<double>(world * f.batch) / s);
+    if (!r.mc_stats.empty()) {
+      double remap = 0;
+      for (double s : r.remap_seconds) remap += s / world;
+      j["managed_collision_s"] = remap;
+      for (const auto& [table, s] : r.mc_stats) {
+        j["managed_collision"][table] = {{"lookups", s.lookups},       {"hits", s.hits},
+                                         {"hit_rate", s.hit_rate()},   {"defaulted", s.defaulted},
+                                         {"default_rate", s.default_rate()}, {"residual", s.residual},
+                                         {"admissions", s.admissions}, {"refusals", s.refusals},
+                                         {"evictions", s.evictions},   {"rounds", s.rounds},
+                                         {"occupied", s.occupied},     {"capacity", s.capacity},
+                                         {"occupancy", s.occupancy()}};
+      }
+    }
     if (r.verify) {
       const auto& v = *r.verify;
       j["verify"] = {{"max_abs_diff_output", v.output.abs}, {"max_abs_diff_weights", v.weights.abs},
@@ -266,6 +280,18 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                      "output dist {:.1f}% ({:.3f} s), backward {:.1f}% ({:.3f} s); output dist: {}\n",
                      pct(mean.input_dist), mean.input_dist, pct(mean.lookup), mean.lookup, pct(mean.output_dist),
                      mean.output_dist, pct(mean.backward), mean.backward, r.output_dist);
+  if (!r.mc_stats.empty()) {
+    double remap = 0;
+    for (double s : r.remap_seconds) remap += s / world;
+    out += fmt::format("managed collision ({:.3f} s per rank remapping and resetting, {:.1f}% of the steps):\n",
+                       remap, 100.0 * remap / r.seconds);
+    for (const auto& [table, s] : r.mc_stats) {
+      out += fmt::format("  {}: hit rate {:.1f}%, default row {:.1f}%, residual {}, admissions {}, evictions {}, "
+                         "refusals {}, occupancy {}/{} ({:.1f}%), {} rounds\n",
+                         table, 100 * s.hit_rate(), 100 * s.default_rate(), s.residual, s.admissions, s.evictions,
+                         s.refusals, s.occupied, s.capacity, 100 * s.occupancy(), s.rounds);
+    }
+  }
   out += "memory per rank (weights + optimizer state):";
   for (size_t i = 0; i < r.bytes.size(); ++i) out += fmt::format(" [{}] {}", i, Bytes(r.bytes[i]));
   out += "\n";
@@ -318,7 +344,14 @@ int RunTrain(const std::vector<std::string>& args) {
       ("verify", po::bool_switch(&f.verify),
        "also run every step unsharded on rank 0 and print the largest |difference| of outputs, weights and "
        "optimizer state (exit 1 when one exceeds --tolerance x max(1, |value|))")
-      ("tolerance", po::value(&f.tolerance)->default_value(f.tolerance), "--verify's allowed difference");
+      ("tolerance", po::value(&f.tolerance)->default_value(f.tolerance), "--verify's allowed difference")
+      ("managed-collision", po::value(&f.managed_collision)->composing(),
+       "TABLE:KEY=VALUE,... managed collision for a table (repeatable): zch_size (default: the table's rows "
+       "less mch_size), eviction_interval, policy (lru, lfu, distance_lfu, a component name or path/to/lib.so), "
+       "mch_size, buckets, input_hash, input_hash_size, threshold, decay_exponent and other policy options; "
+       "see docs/managed_collision.md")
+      ("raw-id-space", po::value(&f.raw_id_space)->default_value(f.raw_id_space),
+       "distinct raw ids a managed table's feature draws from (0: 10 x the table's rows)");
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("train", args, desc, nullptr, &vm, &code,
@@ -356,7 +389,33 @@ int RunTrain(const std::vector<std::string>& args) {
     }
     start = end + 1;
   }
-  auto data = SyntheticData::Create(tables.value(), f.ids, pooling, f.seed);
+  // Managed collision: the tables file's, then --managed-collision (which wins).
+  auto managed = ManagedCollisionFromTables(tables.value());
+  if (!managed.ok()) return fail("--tables: " + managed.status().message());
+  for (const std::string& item : f.managed_collision) {
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos || colon == 0) {
+      return fail("--managed-collision '" + item + "': expected TABLE:KEY=VALUE,... (e.g. t0:zch_size=100000,policy=lru)");
+    }
+    const std::string name = item.substr(0, colon);
+    auto it = std::find_if(tables->begin(), tables->end(), [&](const auto& t) { return t.name == name; });
+    if (it == tables->end()) {
+      std::string names;
+      for (const auto& t : tables.value()) names += (names.empty() ? "" : ", ") + t.name;
+      return fail("--managed-collision: no table '" + name + "' (tables: " + names + ")");
+    }
+    auto parsed = ParseManagedCollision(name, item.substr(colon + 1), it->num_embeddings);
+    if (!parsed.ok()) return fail("--managed-collision: " + parsed.status().message());
+    (*managed)[name] = parsed.value();
+    it->managed_collision = ManagedCollisionSpec(parsed.value());
+  }
+  if (Status st = ValidateManagedTables(tables.value(), managed.value()); !st.ok()) return fail(st.message());
+  if (f.raw_id_space < 0) return fail("--raw-id-space must be >= 0");
+  std::vector<int64_t> raw_space;
+  for (const auto& t : tables.value()) {
+    raw_space.push_back(managed->count(t.name) ? (f.raw_id_space > 0 ? f.raw_id_space : 10 * t.num_embeddings) : 0);
+  }
+  auto data = SyntheticData::Create(tables.value(), f.ids, pooling, f.seed, raw_space);
   if (!data.ok()) return fail(data.status().message());
   EmbeddingModuleOptions options;
   options.kernel = f.kernel;
@@ -383,6 +442,14 @@ int RunTrain(const std::vector<std::string>& args) {
   HostSession session;
   if (!OpenSession("train", g, /*discover=*/true, &session)) return kExitUsage;
   options.kernel_options = session.plugin_options.For("kernel", f.kernel);
+  for (auto& [name, config] : managed.value()) {
+    auto policy = ResolveEvictionPolicy(session.registry, config.policy);
+    if (!policy.ok()) return fail("table " + name + ": eviction policy: " + policy.status().message());
+    config.policy = policy.value();
+    // --plugin-opt eviction.NAME.KEY=VALUE joins the table's own options.
+    const OptionList extra = session.plugin_options.For("eviction", config.policy);
+    for (const auto& [k, v] : extra.items()) config.policy_options.Set(k, v);
+  }
 
   std::mutex out;
   return RunOnRanks("train", args, comm, session, [&](const ProcessGroup& group) {
@@ -417,7 +484,7 @@ int RunTrain(const std::vector<std::string>& args) {
                   << FormatPlan(plan.value()) << std::flush;
       }
     }
-    auto result = TrainRank(group, session, f, tables.value(), data.value(), plan.value(), options, lead);
+    auto result = TrainRank(group, session, f, tables.value(), data.value(), plan.value(), managed.value(), options, lead);
     if (!result.ok()) {
       std::lock_guard<std::mutex> lock(out);
       std::cerr << "shardrec train: rank " << group.rank() << ": " << result.status().message() << "\n";

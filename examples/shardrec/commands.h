@@ -17,5 +17,7 @@ int RunLaunch(const std::vector<std::string>& args);        // launch
 int RunCommCheck(const std::vector<std::string>& args);     // comm check
 int RunBenchComm(const std::vector<std::string>& args);     // bench comm
 int RunTrain(const std::vector<std::string>& args);         // train
+int RunReplayEvictions(const std::vector<std::string>& args);  // replay-evictions
+int RunBenchMc(const std::vector<std::string>& args);       // bench mc
 
 }  // namespace shardrec::cli

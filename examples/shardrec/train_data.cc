@@ -76,9 +76,19 @@ StatusOr<std::vector<EmbeddingTableConfig>> TablesFromFileOrSpec(const std::stri
 }
 
 StatusOr<SyntheticData> SyntheticData::Create(std::vector<EmbeddingTableConfig> tables, const std::string& ids,
-                                              std::vector<double> pooling_factors, uint64_t seed) {
+                                              std::vector<double> pooling_factors, uint64_t seed,
+                                              std::vector<int64_t> raw_id_space) {
   SyntheticData d;
   d.tables_ = std::move(tables);
+  if (!raw_id_space.empty() && raw_id_space.size() != d.tables_.size()) {
+    return InvalidArgumentError("raw id spaces: one per table");
+  }
+  for (size_t t = 0; t < d.tables_.size(); ++t) {
+    const int64_t raw = raw_id_space.empty() ? 0 : raw_id_space[t];
+    if (raw < 0 || raw > (int64_t{1} << 40)) return InvalidArgumentError("raw id space must be in [0, 2^40]");
+    d.space_.push_back(raw > 0 ? raw : d.tables_[t].num_embeddings);
+    d.raw_.push_back(raw > 0);
+  }
   d.seed_ = seed;
   d.ids_ = ids;
   for (size_t t = 0; t < d.tables_.size(); ++t) {
@@ -102,10 +112,10 @@ StatusOr<SyntheticData> SyntheticData::Create(std::vector<EmbeddingTableConfig> 
     if (*end != '\0' || !(d.zipf_alpha_ > 0)) {
       return InvalidArgumentError("--ids " + ids + ": ALPHA must be a positive number, e.g. zipf:1.05");
     }
-    for (const auto& t : d.tables_) {
-      std::vector<double> cdf(static_cast<size_t>(t.num_embeddings));
+    for (int64_t space : d.space_) {
+      std::vector<double> cdf(static_cast<size_t>(space));
       double sum = 0;
-      for (int64_t k = 0; k < t.num_embeddings; ++k) {
+      for (int64_t k = 0; k < space; ++k) {
         sum += std::pow(static_cast<double>(k + 1), -d.zipf_alpha_);
         cdf[static_cast<size_t>(k)] = sum;
       }
@@ -126,7 +136,8 @@ KeyedJaggedTensor SyntheticData::Batch(int rank, int64_t step, int64_t batch) co
   for (const auto& t : tables_) weighted |= t.is_weighted;
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   for (size_t f = 0; f < features_.size(); ++f) {
-    const auto& table = tables_[static_cast<size_t>(feature_table_[f])];
+    const auto t = static_cast<size_t>(feature_table_[f]);
+    const int64_t space = space_[t];
     const auto max_len = static_cast<uint64_t>(std::llround(2 * pooling_[f]));
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t n = static_cast<int64_t>(rng() % (max_len + 1));
@@ -136,10 +147,12 @@ KeyedJaggedTensor SyntheticData::Batch(int rank, int64_t step, int64_t batch) co
         if (zipf_alpha_ > 0) {
           const auto& cdf = cdf_[static_cast<size_t>(feature_table_[f])];
           id = std::lower_bound(cdf.begin(), cdf.end(), unit(rng)) - cdf.begin();
-          id = std::min<int64_t>(id, table.num_embeddings - 1);
+          id = std::min<int64_t>(id, space - 1);
         } else {
-          id = static_cast<int64_t>(rng() % static_cast<uint64_t>(table.num_embeddings));
+          id = static_cast<int64_t>(rng() % static_cast<uint64_t>(space));
         }
+        // A bijection: N distinct k give N distinct raw ids, spread over int64.
+        if (raw_[t]) id = static_cast<int64_t>(sdk::Mix64(static_cast<uint64_t>(id) ^ 0xac1d5ull));
         values.push_back(id);
         if (weighted) weights.push_back(static_cast<float>(0.5 + unit(rng)));
       }

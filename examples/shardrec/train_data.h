@@ -29,8 +29,12 @@ StatusOr<std::vector<EmbeddingTableConfig>> ParseTablesSpec(const std::string& s
 class SyntheticData {
  public:
   // ids: "uniform" | "zipf:ALPHA"; pooling_factors: one for all features or one per feature.
+  // raw_id_space: per table, 0 for ids that are rows, or N for raw ids: the
+  // k-th of N distinct 64-bit values (scrambled, so managed collision sees
+  // arbitrary ids), with k drawn as above from [0, N).
   static StatusOr<SyntheticData> Create(std::vector<EmbeddingTableConfig> tables, const std::string& ids,
-                                        std::vector<double> pooling_factors, uint64_t seed);
+                                        std::vector<double> pooling_factors, uint64_t seed,
+                                        std::vector<int64_t> raw_id_space = {});
 
   // Rank `rank`'s batch at `step`: every feature, `batch` samples.
   KeyedJaggedTensor Batch(int rank, int64_t step, int64_t batch) const;
@@ -48,6 +52,8 @@ class SyntheticData {
   std::vector<std::string> features_;
   double zipf_alpha_ = 0;                // 0: uniform
   std::vector<std::vector<double>> cdf_;  // per table, zipf only
+  std::vector<int64_t> space_;            // per table: ids drawn from [0, space)
+  std::vector<uint8_t> raw_;              // per table: scramble into raw 64-bit ids
   uint64_t seed_ = 0;
   std::string ids_;
 };

@@ -78,6 +78,15 @@ Status ValidateManagedTables(const std::vector<EmbeddingTableConfig>& tables, co
   return Status::Ok();
 }
 
+StatusOr<ManagedCollisionConfigs> ManagedCollisionFromTables(const std::vector<EmbeddingTableConfig>& tables) {
+  ManagedCollisionConfigs out;
+  for (const auto& t : tables) {
+    if (t.managed_collision.empty()) continue;
+    SR_ASSIGN_OR_RETURN(out[t.name], ParseManagedCollision(t.name, t.managed_collision, t.num_embeddings));
+  }
+  return out;
+}
+
 // ---- unsharded ---------------------------------------------------------
 
 StatusOr<ManagedCollisionCollection> ManagedCollisionCollection::Create(const PluginRegistry& registry,
@@ -162,6 +171,7 @@ StatusOr<ShardedManagedCollisionCollection> ShardedManagedCollisionCollection::C
 }
 
 StatusOr<KeyedJaggedTensor> ShardedManagedCollisionCollection::Forward(const KeyedJaggedTensor& input, bool training) {
+  if (managed_.empty()) return input;  // nothing managed: no collectives
   const size_t world = static_cast<size_t>(group_->world_size()), tables = managed_.size();
   std::vector<int64_t> values = input.values();
   std::vector<std::vector<std::pair<int64_t, int64_t>>> ranges(tables);

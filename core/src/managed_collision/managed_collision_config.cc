@@ -56,7 +56,8 @@ StatusOr<int64_t> ParseInt(const std::string& table, const std::string& key, con
 
 }  // namespace
 
-StatusOr<ManagedCollisionConfig> ParseManagedCollision(const std::string& table, const std::string& spec) {
+StatusOr<ManagedCollisionConfig> ParseManagedCollision(const std::string& table, const std::string& spec,
+                                                       int64_t table_rows) {
   ManagedCollisionConfig c;
   bool has_zch = false;
   std::stringstream ss(spec);
@@ -112,6 +113,10 @@ StatusOr<ManagedCollisionConfig> ParseManagedCollision(const std::string& table,
       c.policy_options.Set(key, value);  // the policy validates its own options
     }
     if (!st.ok()) return st;
+  }
+  if (!has_zch && table_rows > 0) {
+    c.zch_size = table_rows - c.mch_size;
+    has_zch = true;
   }
   if (!has_zch) {
     return Status(SR_INVALID_ARGUMENT, "table " + table + ": managed collision needs zch_size=N (got '" + spec + "')");

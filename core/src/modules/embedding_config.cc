@@ -93,12 +93,13 @@ StatusOr<EmbeddingTableConfig> ParseTable(const json& j, const std::string& wher
   if (!j.is_object()) return InvalidArgumentError(where + ": expected an object");
   static const std::set<std::string> kKnown = {
       "name", "num_embeddings", "embedding_dim", "feature_names", "pooling", "data_type",
-      "weight_init_min", "weight_init_max", "is_weighted"};
+      "weight_init_min", "weight_init_max", "is_weighted", "managed_collision"};
   for (const auto& [key, value] : j.items()) {
     if (!kKnown.contains(key)) {
       return InvalidArgumentError(fmt::format("{}: unknown key '{}' (known: name, num_embeddings, "
                                               "embedding_dim, feature_names, pooling, data_type, "
-                                              "weight_init_min, weight_init_max, is_weighted)",
+                                              "weight_init_min, weight_init_max, is_weighted, "
+                                              "managed_collision)",
                                               where, key));
     }
   }
@@ -120,6 +121,20 @@ StatusOr<EmbeddingTableConfig> ParseTable(const json& j, const std::string& wher
     if (j.contains("weight_init_min")) t.weight_init_min = j.at("weight_init_min").get<double>();
     if (j.contains("weight_init_max")) t.weight_init_max = j.at("weight_init_max").get<double>();
     if (j.contains("is_weighted")) t.is_weighted = j.at("is_weighted").get<bool>();
+    if (j.contains("managed_collision")) {
+      const json& mc = j.at("managed_collision");
+      if (mc.is_string()) {
+        t.managed_collision = mc.get<std::string>();
+      } else if (mc.is_object()) {
+        for (const auto& [key, value] : mc.items()) {
+          t.managed_collision += (t.managed_collision.empty() ? "" : ",") + key + "=" +
+                                 (value.is_string() ? value.get<std::string>() : value.dump());
+        }
+      } else {
+        return InvalidArgumentError(where + ": managed_collision must be a string (\"zch_size=...,policy=lru\") "
+                                            "or an object");
+      }
+    }
   } catch (const json::exception& e) {
     return InvalidArgumentError(where + ": " + e.what());
   }
@@ -177,6 +192,7 @@ std::string TablesToJson(const std::vector<EmbeddingTableConfig>& tables) {
                              {"weight_init_min", t.init_min()},
                              {"weight_init_max", t.init_max()},
                              {"is_weighted", t.is_weighted}});
+    if (!t.managed_collision.empty()) doc["tables"].back()["managed_collision"] = t.managed_collision;
   }
   return doc.dump(2);
 }

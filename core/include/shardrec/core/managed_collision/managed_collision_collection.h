@@ -28,6 +28,9 @@ namespace shardrec {
 // Table name -> its managed-collision settings.
 using ManagedCollisionConfigs = std::map<std::string, ManagedCollisionConfig>;
 
+// The tables' own managed_collision specs (zch_size defaults to the rows).
+StatusOr<ManagedCollisionConfigs> ManagedCollisionFromTables(const std::vector<EmbeddingTableConfig>& tables);
+
 // Checks that every named table exists and has zch_size + mch_size rows.
 Status ValidateManagedTables(const std::vector<EmbeddingTableConfig>& tables, const ManagedCollisionConfigs& managed);
 

@@ -47,7 +47,9 @@ Status ValidateManagedCollision(const std::string& table, const ManagedCollision
 // input_hash_size, mch_size, buckets, policy, threshold (none|average|
 // dynamic), threshold_skew_multiplier; any other key is handed to the
 // policy as an option. Unknown policy options are refused by the policy.
-StatusOr<ManagedCollisionConfig> ParseManagedCollision(const std::string& table, const std::string& spec);
+// table_rows > 0: zch_size may be left out and defaults to table_rows - mch_size.
+StatusOr<ManagedCollisionConfig> ParseManagedCollision(const std::string& table, const std::string& spec,
+                                                       int64_t table_rows = 0);
 // The same settings as a one-line spec (ParseManagedCollision's inverse).
 std::string ManagedCollisionSpec(const ManagedCollisionConfig& config);
 

@@ -11,6 +11,7 @@
 //   mc->Backward(grad, step);
 #pragma once
 
+#include <chrono>
 #include <limits>
 #include <optional>
 
@@ -44,12 +45,14 @@ class ManagedCollisionEmbedding {
   // features (TorchRec's return_remapped_features). Collective when sharded.
   auto Forward(const KeyedJaggedTensor& input, bool training = true, int64_t* invalid_ids = nullptr)
       -> decltype(std::declval<Embedding&>().Forward(input, invalid_ids)) {
+    const auto start = std::chrono::steady_clock::now();
     SR_ASSIGN_OR_RETURN(KeyedJaggedTensor remapped, collection_.Forward(input, training));
     if (training) {
       SR_ASSIGN_OR_RETURN(auto evicted, EvictNow());
       for (const auto& [table, rows] : evicted) SR_RETURN_IF_ERROR(mc_detail::ResetRows(embedding_.tables(), table, rows));
     }
     last_ = std::move(remapped);
+    remap_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return embedding_.Forward(*last_, invalid_ids);
   }
 
@@ -71,6 +74,8 @@ class ManagedCollisionEmbedding {
   const Collection& collection() const { return collection_; }
   // The remapped features of the last Forward.
   const std::optional<KeyedJaggedTensor>& remapped() const { return last_; }
+  // Wall seconds spent remapping and resetting evicted rows, summed over Forwards.
+  double remap_seconds() const { return remap_seconds_; }
 
  private:
   StatusOr<std::map<std::string, std::vector<int64_t>>> EvictNow() { return collection_.Evict(); }
@@ -78,6 +83,7 @@ class ManagedCollisionEmbedding {
   Embedding embedding_;
   Collection collection_;
   std::optional<KeyedJaggedTensor> last_;
+  double remap_seconds_ = 0;
 };
 
 using ManagedCollisionEmbeddingBagCollection =

@@ -41,6 +41,10 @@ struct EmbeddingTableConfig {
   std::optional<double> weight_init_max;
   // The features of this table carry per-id weights (TorchRec's is_weighted).
   bool is_weighted = false;
+  // Managed collision, as "zch_size=...,policy=lru,eviction_interval=..."
+  // (see managed_collision_config.h); empty: ids are rows. In a tables
+  // file: "managed_collision": that string, or an object of the same keys.
+  std::string managed_collision;
 
   double init_min() const;  // the bound in effect (default ±sqrt(1/num_embeddings))
   double init_max() const;

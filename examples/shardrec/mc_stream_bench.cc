@@ -1,0 +1,88 @@
+#include "mc_stream_bench.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include <unistd.h>
+
+#include "shardrec/sdk/init.hpp"
+
+namespace shardrec::cli {
+namespace {
+
+int64_t CurrentRss() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+int64_t PeakRss() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+}  // namespace
+
+StatusOr<std::vector<McStreamTenth>> RunMcStream(const PluginRegistry& registry, const McStreamConfig& c,
+                                                 const std::function<void(const McStreamTenth&)>& on_tenth) {
+  if (!(c.alpha > 1.0)) return InvalidArgumentError("--alpha must be > 1");
+  ManagedCollisionConfig mc;
+  mc.zch_size = c.slots + 1;
+  mc.eviction_interval = c.eviction_interval;
+  mc.policy = c.policy;
+  mc.policy_options = c.policy_options;
+  SR_ASSIGN_OR_RETURN(auto module, MchManagedCollisionModule::Create(registry, "stream", mc));
+
+  std::mt19937_64 rng(42);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  // Continuous power law on [1, inf) by inversion, folded into [0, distinct):
+  // rank k has probability ~ k^-alpha; the raw id is a bijective scramble of k.
+  const double inv = -1.0 / (c.alpha - 1.0);
+  auto draw = [&] {
+    const double k = std::floor(std::pow(1.0 - unit(rng), inv)) - 1.0;
+    const auto rank = static_cast<uint64_t>(std::fmod(k, static_cast<double>(c.distinct)));
+    return static_cast<int64_t>(sdk::Mix64(rank ^ 0x5717ea3ull));
+  };
+
+  std::vector<int64_t> ids(static_cast<size_t>(c.batch)), rows(static_cast<size_t>(c.batch));
+  std::vector<McStreamTenth> out;
+  const int64_t tenth = std::max<int64_t>(c.ids / 10, 1);
+  int64_t done = 0, next_report = tenth;
+  double seconds = 0;
+  ManagedCollisionStats at_last = module.stats();
+  while (done < c.ids) {
+    const int64_t n = std::min(c.batch, c.ids - done);
+    ids.resize(static_cast<size_t>(n));
+    rows.resize(static_cast<size_t>(n));
+    for (auto& id : ids) id = draw();
+    const auto start = std::chrono::steady_clock::now();
+    SR_RETURN_IF_ERROR(module.Forward(ids, rows, /*training=*/true));
+    (void)module.TakeEvictedRows();  // no embedding table here: nothing to reset
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    done += n;
+    if (done >= next_report || done == c.ids) {
+      const ManagedCollisionStats now = module.stats();
+      McStreamTenth t;
+      t.ids_done = done;
+      t.ids_per_s = static_cast<double>(now.lookups - at_last.lookups) / seconds;
+      t.hit_rate = static_cast<double>(now.hits - at_last.hits) / static_cast<double>(now.lookups - at_last.lookups);
+      t.module_bytes = module.Bytes();
+      t.rss_bytes = CurrentRss();
+      t.peak_rss_bytes = PeakRss();
+      out.push_back(t);
+      if (on_tenth) on_tenth(t);
+      at_last = now;
+      seconds = 0;
+      next_report += tenth;
+    }
+  }
+  return out;
+}
+
+}  // namespace shardrec::cli

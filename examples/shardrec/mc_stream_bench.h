@@ -1,0 +1,41 @@
+// `shardrec bench mc --stream N`: a long id stream through one managed-
+// collision table, to show memory stays flat and throughput steady. Ids
+// are drawn from `distinct` values with a power-law popularity (a few hot
+// ids, a long tail, so the table keeps admitting and evicting), in training
+// steps of `batch` ids with a round every `eviction_interval` steps. Every
+// tenth of the stream it reports the Forward throughput over that tenth
+// (id generation excluded), the hit rate, the module's bytes and the
+// process's current and peak resident memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "shardrec/core/managed_collision/mch_module.h"
+
+namespace shardrec::cli {
+
+struct McStreamConfig {
+  int64_t ids = 100000000;         // stream length
+  int64_t distinct = 1000000000;   // distinct raw ids the stream draws from
+  int64_t slots = 1000000;         // slots that hold an id
+  int64_t batch = 65536;           // ids per training step
+  int64_t eviction_interval = 10;  // steps between rounds
+  double alpha = 1.1;              // power-law exponent of id popularity (> 1)
+  std::string policy = "lru";
+  OptionList policy_options;
+};
+
+struct McStreamTenth {
+  int64_t ids_done = 0;
+  double ids_per_s = 0;  // Forward only
+  double hit_rate = 0;   // within this tenth
+  int64_t module_bytes = 0, rss_bytes = 0, peak_rss_bytes = 0;
+};
+
+StatusOr<std::vector<McStreamTenth>> RunMcStream(const PluginRegistry& registry, const McStreamConfig& config,
+                                                 const std::function<void(const McStreamTenth&)>& on_tenth);
+
+}  // namespace shardrec::cli
