@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "shardrec/core/managed_collision/id_hash.h"  // the probe scatters ids as the slot index does
+
 namespace shardrec::cli {
 
 namespace {
@@ -16,17 +18,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// The slot index's hash (MurmurHash3's fmix64, core/src/managed_collision/
-// id_hash.h, which is private to core): the probe must scatter ids the same way.
-inline uint64_t Fmix64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdULL;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ULL;
-  k ^= k >> 33;
-  return k;
-}
 
 // Id number i, spread over [0, 2^63): multiplying by an odd constant is a
 // bijection modulo 2^63, so distinct i give distinct ids.
@@ -52,8 +43,8 @@ class SlotProbe {
     const auto start = Clock::now();
     const size_t n = ids.size();
     for (size_t i = 0; i < n; ++i) {
-      if (i + kAhead < n) __builtin_prefetch(&entries_[Fmix64(static_cast<uint64_t>(ids[i + kAhead])) & mask_]);
-      out[i] = entries_[Fmix64(static_cast<uint64_t>(ids[i])) & mask_].row;
+      if (i + kAhead < n) __builtin_prefetch(&entries_[mc::Fmix64(static_cast<uint64_t>(ids[i + kAhead])) & mask_]);
+      out[i] = entries_[mc::Fmix64(static_cast<uint64_t>(ids[i])) & mask_].row;
     }
     return Since(start);
   }

@@ -131,6 +131,11 @@ with tempfile.TemporaryDirectory() as d:
     expect("text table", r.returncode == 0 and "hit rate" in r.stdout and "\nlru " in r.stdout and
            "\nlfu " in r.stdout, r.stdout + r.stderr)
 
+    # The third-party policy by name, its library loaded with --plugin.
+    r, j = replay(stream, 300, "--plugin", decayed_so, policies="lru,decayed_lfu")
+    expect("third-party policy by name (--plugin)", j is not None and
+           [p["component"] for p in j["policies"]] == ["lru", "decayed_lfu"], r.stdout + r.stderr)
+
     # Policy options reach built-in and third-party policies alike.
     r, j = replay(stream, 300, "--plugin-opt", "eviction.lru.decay_exponent=2", policies="lru")
     expect("--plugin-opt reaches lru", j is not None and "decay_exponent=2" in j["policies"][0]["config"], r.stderr)

@@ -101,6 +101,9 @@ if third_party and os.path.exists(third_party):
     expect("train with a third-party policy by path", ok, r.stdout + r.stderr)
     if ok:
         counters_add_up("third-party policy", json.loads(r.stdout.strip().splitlines()[-1]), 6, ["t0"])
+    r = run("--tables", "1x2000x8", "--batch", "32", "--steps", "6", "--json", "--plugin", third_party,
+            "--managed-collision", "t0:policy=decayed_lfu,eviction_interval=2")
+    expect("train with a third-party policy by name (--plugin)", r.returncode == 0, r.stdout + r.stderr)
 else:
     print("note: no third-party policy library given; that case did not run")
 

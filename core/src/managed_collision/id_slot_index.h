@@ -18,7 +18,7 @@
 #include <span>
 #include <vector>
 
-#include "id_hash.h"
+#include "shardrec/core/managed_collision/id_hash.h"
 
 namespace shardrec::mc {
 

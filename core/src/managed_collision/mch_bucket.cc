@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-#include "id_hash.h"
+#include "shardrec/core/managed_collision/id_hash.h"
 #include "shardrec/core/dl_view.h"
 
 namespace shardrec::mc {
@@ -134,16 +134,17 @@ StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const Man
     threshold = config.threshold == ThresholdFilter::kAverage ? mean : mean * config.threshold_skew_multiplier;
   }
 
-  // Slot holders: lifetime count and last access, after the window.
-  std::vector<int64_t> count = count_, last = last_;
+  // Slot holders the window saw (and the filter passed): lifetime count and
+  // last access after the window. Only touched slots have a window count.
+  auto updated = [&](size_t u) {
+    return window_count_[u] > 0 && static_cast<double>(window_count_[u]) > threshold;
+  };
   for (int64_t s : touched_) {
     const auto u = static_cast<size_t>(s);
-    if (!(static_cast<double>(window_count_[u]) > threshold)) continue;
-    count[u] += window_count_[u];
-    last[u] = window_last_[u];
+    if (!updated(u)) continue;
     plan.updated_slots.push_back(s);
-    plan.updated_count.push_back(count[u]);
-    plan.updated_last.push_back(last[u]);
+    plan.updated_count.push_back(count_[u] + window_count_[u]);
+    plan.updated_last.push_back(window_last_[u]);
   }
 
   // Candidates that pass the filter, by window count (desc) then id.
@@ -162,8 +163,9 @@ StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const Man
   const auto cols = static_cast<size_t>(metadata_columns_);
   for (size_t i = 0; i < residents; ++i) {
     const auto s = static_cast<size_t>(order_[i]);
-    counts[i] = count[s];
-    lasts[i] = occupied_[s] ? last[s] : 0;
+    const bool seen = updated(s);
+    counts[i] = seen ? count_[s] + window_count_[s] : count_[s];
+    lasts[i] = seen ? window_last_[s] : (occupied_[s] ? last_[s] : 0);
     windows[i] = window_count_[s];
     std::copy_n(metadata_.begin() + static_cast<std::ptrdiff_t>(s * cols), cols,
                 metadata.begin() + static_cast<std::ptrdiff_t>(i * cols));

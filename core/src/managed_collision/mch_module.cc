@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "id_hash.h"
+#include "shardrec/core/managed_collision/id_hash.h"
 #include "mch_bucket.h"
 #include "shardrec/core/tensor/tensor.h"
 
