@@ -94,14 +94,6 @@ struct Diff {
   }
 };
 
-// int64 values, one per rank, on every rank.
-StatusOr<std::vector<int64_t>> GatherInt(const ProcessGroup& group, int64_t v) {
-  Tensor all = Tensor::Empty(dtype::kInt64, {group.world_size()});
-  SR_RETURN_IF_ERROR(group.AllGatherV(Tensor::FromVector(std::vector<int64_t>{v}), &all,
-                                      std::vector<int64_t>(static_cast<size_t>(group.world_size()), 1)));
-  return std::vector<int64_t>(all.data<int64_t>(), all.data<int64_t>() + group.world_size());
-}
-
 struct RankResult {
   double seconds = 0;                // rank 0: the timed steps
   std::vector<double> step_seconds;  // rank 0
@@ -168,9 +160,8 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     progress.Step(step + 1, static_cast<double>(world * f.batch) / secs);
     if (f.verify) {
       // Every rank's output to rank 0, which runs the same step unsharded.
-      Tensor all = Tensor::Empty(dtype::kFloat32, {world * f.batch, width});
-      SR_RETURN_IF_ERROR(group.AllGatherV(out.values(), &all,
-                                          std::vector<int64_t>(static_cast<size_t>(world), f.batch * width)));
+      SR_ASSIGN_OR_RETURN(Tensor all,
+                          AllGatherRows(group, out.values(), std::vector<int64_t>(static_cast<size_t>(world), f.batch)));
       if (ref || mc_ref) {
         const auto global = data.GlobalBatch(world, step, f.batch);
         const Tensor grad = data.Gradient(0, world * f.batch, width, step);
@@ -192,14 +183,14 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       result.verify->state.Add(got.state, s);
     }
   }
-  SR_ASSIGN_OR_RETURN(result.lookups, GatherInt(group, lookups));
+  SR_ASSIGN_OR_RETURN(result.lookups, AllGatherValues(group, lookups));
   if (mc) {
     SR_ASSIGN_OR_RETURN(result.mc_stats, mc->collection().Stats());
-    SR_ASSIGN_OR_RETURN(auto ns, GatherInt(group, static_cast<int64_t>(mc->remap_seconds() * 1e9)));
+    SR_ASSIGN_OR_RETURN(auto ns, AllGatherValues(group, static_cast<int64_t>(mc->remap_seconds() * 1e9)));
     for (int64_t n : ns) result.remap_seconds.push_back(static_cast<double>(n) * 1e-9);
   }
   SR_ASSIGN_OR_RETURN(int64_t bytes, ebc.tables().BytesOnRank());
-  SR_ASSIGN_OR_RETURN(result.bytes, GatherInt(group, bytes));
+  SR_ASSIGN_OR_RETURN(result.bytes, AllGatherValues(group, bytes));
   // Phase times in nanoseconds, every rank's, in one gather.
   const auto& t = ebc.times();
   Tensor mine = Tensor::FromVector(std::vector<int64_t>{static_cast<int64_t>(t.input_dist * 1e9),

@@ -25,19 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Rows of every rank, in rank order, on every rank: [sum of rows, width].
-StatusOr<Tensor> GatherRows(const ProcessGroup& group, const Tensor& mine, const std::vector<int64_t>& rows_per_rank,
-                            int64_t width) {
-  std::vector<int64_t> counts;
-  int64_t total = 0;
-  for (int64_t r : rows_per_rank) {
-    counts.push_back(r * width);
-    total += r;
-  }
-  Tensor all = Tensor::Empty(dtype::kFloat32, {total, width});
-  SR_RETURN_IF_ERROR(group.AllGatherV(mine, &all, counts));
-  return all;
-}
 
 StatusOr<ShardingPlan> PlanFor(const HostSession& session, const ProcessGroup& group, const EmbedFlags& f,
                                const std::vector<EmbeddingTableConfig>& tables, const std::optional<PlanSpec>& spec,
@@ -127,8 +114,7 @@ Status EmbedRank(const ProcessGroup& group, const HostSession& session, const Em
     int64_t dropped = 0;
     SR_ASSIGN_OR_RETURN(KeyedTensor kt, ebc->Forward(mine, &dropped));
     invalid += dropped;
-    const int64_t width = kt.values().size(1);
-    SR_ASSIGN_OR_RETURN(Tensor all, GatherRows(group, kt.values(), batch_per_rank, width));
+    SR_ASSIGN_OR_RETURN(Tensor all, AllGatherRows(group, kt.values(), batch_per_rank));
     if (me == 0) {
       SR_ASSIGN_OR_RETURN(auto whole, KeyedTensor::Create(kt.keys(), kt.length_per_key(), std::move(all)));
       out->pooled.emplace(std::move(whole));
@@ -151,7 +137,7 @@ Status EmbedRank(const ProcessGroup& group, const HostSession& session, const Em
         for (int64_t b = first(r); b < first(r + 1); ++b) n += kjt.lengths()[static_cast<size_t>(kjt.BagOffset(k) + b)];
         ids_per_rank.push_back(n);
       }
-      SR_ASSIGN_OR_RETURN(Tensor all, GatherRows(group, jt.values, ids_per_rank, jt.values.size(1)));
+      SR_ASSIGN_OR_RETURN(Tensor all, AllGatherRows(group, jt.values, ids_per_rank));
       if (me == 0) {
         JaggedTensor whole;
         whole.values = std::move(all);

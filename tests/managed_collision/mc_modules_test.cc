@@ -103,6 +103,8 @@ class ManagedCollisionModules : public ShardedTest {
     for (const auto& [t, s] : want_stats) evictions += s.evictions;
     EXPECT_GT(evictions, 0) << "the stream must evict";
 
+    std::mutex mu;
+    Replicas replicas;
     OnRanks(world, [&](const ProcessGroup& group) {
       const int me = group.rank();
       auto mc = CreateShardedManagedCollisionEmbeddingBagCollection(registry_, group, plan.value(), Managed(), Options());
@@ -116,15 +118,7 @@ class ManagedCollisionModules : public ShardedTest {
             << "output, rank " << me << ", step " << step;
         ASSERT_TRUE(mc->Backward(PooledGrad(first[static_cast<size_t>(me)], BatchOf(me), width, step), step + 1).ok());
       }
-      for (size_t t = 0; t < tables.size(); ++t) {
-        auto got = mc->embedding().ReadTable(tables[t].name);
-        ASSERT_TRUE(got.ok()) << got.status().ToString();
-        const auto& ebc = ref->embedding();
-        const auto want_w = ToFloat32(ebc.tables().ReadWeights(static_cast<int32_t>(t)).value(), "w").value();
-        EXPECT_LE(MaxAbsDiff(got->weights, want_w), kTol) << "weights of " << tables[t].name << ", rank " << me;
-        EXPECT_LE(MaxAbsDiff(got->state, ebc.tables().ReadState(static_cast<int32_t>(t)).value()), kTol)
-            << "optimizer state of " << tables[t].name << ", rank " << me;
-      }
+      ExpectTablesMatch(mc->embedding(), ref->embedding().tables(), tables, plan.value(), me, kTol, mu, replicas);
       auto stats = mc->collection().Stats();
       ASSERT_TRUE(stats.ok());
       for (const auto& [name, want] : want_stats) {

@@ -14,7 +14,6 @@
 #include "sharded_fixture.h"
 #include "shardrec/core/modules/embedding_collection.h"
 #include "shardrec/core/modules/sharded_embedding_collection.h"
-#include "shardrec/core/tensor/dtype_convert.h"
 
 namespace shardrec {
 namespace {
@@ -136,7 +135,7 @@ class ShardedEc : public ShardedTest {
     }
 
     std::mutex mu;
-    std::map<std::string, std::vector<Tensor>> replicas;  // DP table -> every rank's weights
+    Replicas replicas;
     OnRanks(c.world, [&](const ProcessGroup& group) {
       SCOPED_TRACE(Describe(c));  // traces are per thread
       const int me = group.rank();
@@ -167,24 +166,9 @@ class ShardedEc : public ShardedTest {
         ASSERT_TRUE(st.ok()) << st.ToString();
       }
       EXPECT_EQ(sec->times().steps, kSteps);
-      for (size_t t = 0; t < tables.size(); ++t) {
-        auto got = sec->ReadTable(tables[t].name);
-        ASSERT_TRUE(got.ok()) << got.status().ToString();
-        const auto want_w = ToFloat32(ref->tables().ReadWeights(static_cast<int32_t>(t)).value(), "w").value();
-        const auto want_s = ref->tables().ReadState(static_cast<int32_t>(t)).value();
-        EXPECT_LE(MaxAbsDiff(got->weights, want_w), kTol) << "weights of " << tables[t].name << ", rank " << me;
-        EXPECT_LE(MaxAbsDiff(got->state, want_s), kTol) << "optimizer state of " << tables[t].name << ", rank " << me;
-        if (plan->tables[t].placement.replicated) {
-          std::lock_guard<std::mutex> lock(mu);
-          replicas[tables[t].name].push_back(got->weights.Clone());
-        }
-      }
+      ExpectTablesMatch(*sec, ref->tables(), tables, plan.value(), me, kTol, mu, replicas);
     });
-    for (const auto& [name, copies] : replicas) {
-      for (const auto& copy : copies) {
-        EXPECT_EQ(MaxAbsDiff(copy, copies[0]), 0.0f) << "data-parallel replicas of " << name << " differ";
-      }
-    }
+    ExpectIdenticalReplicas(replicas);
   }
 
   static Case ForSharder(const std::string& sharder, int world) {

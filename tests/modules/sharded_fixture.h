@@ -9,11 +9,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <random>
 
 #include "../dist/ranks_fixture.h"
 #include "shardrec/core/sharding/sharding_plan.h"
+#include "shardrec/core/modules/embedding_tables.h"
 #include "shardrec/core/sparse/keyed_jagged_tensor.h"
+#include "shardrec/core/tensor/dtype_convert.h"
 
 namespace shardrec {
 
@@ -88,6 +92,37 @@ class ShardedTest : public RanksTest {
     for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(a.data<float>()[i] - b.data<float>()[i]));
     return m;
   }
+  // Data-parallel table -> every rank's copy of its weights.
+  using Replicas = std::map<std::string, std::vector<Tensor>>;
+
+  // Every table read back from a sharded module (ReadTable) against the
+  // unsharded reference's weights and optimizer state, within `tol`; the
+  // weights of data-parallel tables are collected into `replicas` (under `mu`).
+  template <class Sharded>
+  static void ExpectTablesMatch(const Sharded& sharded, const EmbeddingTables& ref,
+                                const std::vector<EmbeddingTableConfig>& tables, const ShardingPlan& plan, int me,
+                                float tol, std::mutex& mu, Replicas& replicas) {
+    for (size_t t = 0; t < tables.size(); ++t) {
+      auto got = sharded.ReadTable(tables[t].name);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      const auto want_w = ToFloat32(ref.ReadWeights(static_cast<int32_t>(t)).value(), "w").value();
+      const auto want_s = ref.ReadState(static_cast<int32_t>(t)).value();
+      EXPECT_LE(MaxAbsDiff(got->weights, want_w), tol) << "weights of " << tables[t].name << ", rank " << me;
+      EXPECT_LE(MaxAbsDiff(got->state, want_s), tol) << "optimizer state of " << tables[t].name << ", rank " << me;
+      if (plan.tables[t].placement.replicated) {
+        std::lock_guard<std::mutex> lock(mu);
+        replicas[tables[t].name].push_back(got->weights.Clone());
+      }
+    }
+  }
+  static void ExpectIdenticalReplicas(const Replicas& replicas) {
+    for (const auto& [name, copies] : replicas) {
+      for (const auto& copy : copies) {
+        EXPECT_EQ(MaxAbsDiff(copy, copies[0]), 0.0f) << "data-parallel replicas of " << name << " differ";
+      }
+    }
+  }
+
   // Rows [first, first + rows) of a 2-D float tensor.
   static Tensor Rows(const Tensor& t, int64_t first, int64_t rows) {
     Tensor out = Tensor::Empty(dtype::kFloat32, {rows, t.size(1)});

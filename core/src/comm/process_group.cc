@@ -173,6 +173,26 @@ StatusOr<ProcessGroup> ProcessGroup::CrossHost() const {
   return Split(local_rank(), host, {host, num_hosts(), 0, 1});
 }
 
+StatusOr<std::vector<int64_t>> AllGatherValues(const ProcessGroup& group, int64_t mine) {
+  Tensor all = Tensor::Empty(dtype::kInt64, {group.world_size()});
+  SR_RETURN_IF_ERROR(group.AllGatherV(Tensor::FromVector(std::vector<int64_t>{mine}), &all,
+                                      std::vector<int64_t>(static_cast<size_t>(group.world_size()), 1)));
+  return std::vector<int64_t>(all.data<int64_t>(), all.data<int64_t>() + group.world_size());
+}
+
+StatusOr<Tensor> AllGatherRows(const ProcessGroup& group, const Tensor& mine, const std::vector<int64_t>& rows_per_rank) {
+  const int64_t width = mine.ndim() == 2 ? mine.size(1) : 1;
+  std::vector<int64_t> counts;
+  int64_t total = 0;
+  for (int64_t r : rows_per_rank) {
+    counts.push_back(r * width);
+    total += r;
+  }
+  Tensor all = Tensor::Empty(mine.dtype(), {total, width});
+  SR_RETURN_IF_ERROR(group.AllGatherV(mine, &all, counts));
+  return all;
+}
+
 void RunRanksAsThreads(const ComponentRef& comm, const ProcessGroupConfig& base, int world,
                        const std::function<void(int rank, StatusOr<ProcessGroup> group)>& body) {
   std::vector<std::thread> threads;

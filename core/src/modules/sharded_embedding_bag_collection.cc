@@ -152,11 +152,9 @@ StatusOr<KeyedTensor> ShardedEmbeddingBagCollection::Forward(const KeyedJaggedTe
   SR_ASSIGN_OR_RETURN(DistributedInput in, tables_.DistributeInput(input));
   SR_ASSIGN_OR_RETURN(const int64_t batch, BatchSize(in.local));
   const ProcessGroup& group = tables_.group();
-  Tensor batches = Tensor::Empty(dtype::kInt64, {group.world_size()});
-  SR_RETURN_IF_ERROR(group.AllGatherV(Tensor::FromVector(std::vector<int64_t>{batch}), &batches,
-                                      std::vector<int64_t>(static_cast<size_t>(group.world_size()), 1))
-                         .WithContext("batch sizes"));
-  batch_per_rank_.assign(batches.data<int64_t>(), batches.data<int64_t>() + group.world_size());
+  auto batches = AllGatherValues(group, batch);
+  if (!batches.ok()) return batches.status().WithContext("batch sizes");
+  batch_per_rank_ = std::move(batches).value();
   times_.input_dist += lap();
 
   const ShardLayout& layout = tables_.layout();
@@ -287,14 +285,9 @@ Status ShardedEmbeddingBagCollection::ReplicaBackward(const Tensor& grad, int64_
                   static_cast<size_t>(f.dim) * sizeof(float));
     }
   }
-  std::vector<int64_t> counts;
-  int64_t global_batch = 0;
-  for (int64_t b : batch_per_rank_) {
-    counts.push_back(b * w);
-    global_batch += b;
-  }
-  Tensor all = Tensor::Empty(dtype::kFloat32, {global_batch, w});
-  SR_RETURN_IF_ERROR(group.AllGatherV(mine, &all, counts).WithContext("data-parallel gradients"));
+  auto gathered = AllGatherRows(group, mine, batch_per_rank_);
+  if (!gathered.ok()) return gathered.status().WithContext("data-parallel gradients");
+  const Tensor& all = gathered.value();
   SR_ASSIGN_OR_RETURN(auto ids, tables_.GatherReplicaInput(last_->replica_local));
   return tables_.replicas().Backward(ids, std::vector<int64_t>(cols.size(), 0), cols, all, iteration, learning_rate);
 }

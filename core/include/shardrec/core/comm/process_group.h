@@ -115,6 +115,12 @@ class ProcessGroup {
   std::string backend_;
 };
 
+// Collective: one int64 from every rank, in rank order, on every rank.
+StatusOr<std::vector<int64_t>> AllGatherValues(const ProcessGroup& group, int64_t mine);
+// Collective: every rank's rows ([rows_per_rank[r], width], one dtype),
+// stacked in rank order on every rank: [sum of rows_per_rank, width].
+StatusOr<Tensor> AllGatherRows(const ProcessGroup& group, const Tensor& mine, const std::vector<int64_t>& rows_per_rank);
+
 // Runs body(rank, group) on `world` threads of this process, rank r joining
 // `base` with placement {r, world, r, world}; a rank that cannot join gets
 // its error as `group`. Returns when every thread has.

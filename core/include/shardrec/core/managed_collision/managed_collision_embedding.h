@@ -48,8 +48,10 @@ class ManagedCollisionEmbedding {
     const auto start = std::chrono::steady_clock::now();
     SR_ASSIGN_OR_RETURN(KeyedJaggedTensor remapped, collection_.Forward(input, training));
     if (training) {
-      SR_ASSIGN_OR_RETURN(auto evicted, EvictNow());
-      for (const auto& [table, rows] : evicted) SR_RETURN_IF_ERROR(mc_detail::ResetRows(embedding_.tables(), table, rows));
+      // Unsharded Evict returns the map, sharded a StatusOr of it.
+      StatusOr<std::map<std::string, std::vector<int64_t>>> evicted = collection_.Evict();
+      if (!evicted.ok()) return evicted.status();
+      for (const auto& [table, rows] : *evicted) SR_RETURN_IF_ERROR(mc_detail::ResetRows(embedding_.tables(), table, rows));
     }
     last_ = std::move(remapped);
     remap_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -78,8 +80,6 @@ class ManagedCollisionEmbedding {
   double remap_seconds() const { return remap_seconds_; }
 
  private:
-  StatusOr<std::map<std::string, std::vector<int64_t>>> EvictNow() { return collection_.Evict(); }
-
   Embedding embedding_;
   Collection collection_;
   std::optional<KeyedJaggedTensor> last_;
