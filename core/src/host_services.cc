@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 
+#include "shardrec/core/device/cuda_runtime.h"
 #include "shardrec/core/version.h"
 
 namespace shardrec {
@@ -24,7 +25,13 @@ HostServices::HostServices(int32_t min_log_level) {
 }
 
 void* HostServices::Alloc(void* ctx, DLDevice device, size_t bytes, size_t alignment,
-                          void* /*stream*/) {
+                          void* stream) {
+  // GPU memory (cudaMallocAsync is 256-byte aligned, more than any kernel
+  // asks) and pinned host memory for staging copies.
+  if (device.device_type == kDLCUDA) {
+    return alignment <= 256 ? device::CudaAlloc(device.device_id, bytes, stream) : nullptr;
+  }
+  if (device.device_type == kDLCUDAHost) return alignment <= 4096 ? device::CudaHostAlloc(bytes) : nullptr;
   if (device.device_type != kDLCPU) return nullptr;
   if (alignment < alignof(std::max_align_t)) alignment = alignof(std::max_align_t);
   if ((alignment & (alignment - 1)) != 0) return nullptr;
@@ -40,8 +47,11 @@ void* HostServices::Alloc(void* ctx, DLDevice device, size_t bytes, size_t align
   return p;
 }
 
-void HostServices::Free(void* ctx, DLDevice device, void* ptr, size_t bytes, void* /*stream*/) {
-  if (ptr == nullptr || device.device_type != kDLCPU) return;
+void HostServices::Free(void* ctx, DLDevice device, void* ptr, size_t bytes, void* stream) {
+  if (ptr == nullptr) return;
+  if (device.device_type == kDLCUDA) return device::CudaFree(device.device_id, ptr, stream);
+  if (device.device_type == kDLCUDAHost) return device::CudaHostFree(ptr);
+  if (device.device_type != kDLCPU) return;
   std::free(ptr);
   static_cast<HostServices*>(ctx)->bytes_in_use_.fetch_sub(static_cast<int64_t>(bytes));
 }

@@ -1,6 +1,10 @@
 // Creation and calls of the component wrappers.
 #include "shardrec/core/plugin_objects.h"
 
+#include <mutex>
+
+#include "device/kernel_staging.h"
+
 namespace shardrec {
 namespace {
 
@@ -82,12 +86,27 @@ StatusOr<Kernel> Kernel::Create(const ComponentRef& ref, const std::vector<sr_ke
   return Create(ref, args);
 }
 
+Kernel::Kernel(ComponentRef ref, sr_kernel* handle, DLDevice device, std::unique_ptr<KernelStaging> staging)
+    : PluginObject(std::move(ref), handle), device_(device), staging_(std::move(staging)) {}
+Kernel::Kernel(Kernel&&) noexcept = default;
+Kernel& Kernel::operator=(Kernel&&) noexcept = default;
+Kernel::~Kernel() = default;
+
 StatusOr<Kernel> Kernel::Create(const ComponentRef& ref, const sr_kernel_create_args& args) {
   SR_RETURN_IF_ERROR(CheckKind(ref, SR_KIND_KERNEL));
   auto* vt = static_cast<const sr_kernel_vtable*>(ref.vtable());
   SR_ASSIGN_OR_RETURN(sr_kernel * h,
                       CreateHandle<sr_kernel>(ref, [&](auto** out) { return vt->create(&args, out); }));
-  return Kernel(ref, h);
+  std::unique_ptr<KernelStaging> staging;
+  if (args.device.device_type == kDLCUDA) {
+    auto created = KernelStaging::Create(args.device.device_id);
+    if (!created.ok()) {
+      vt->destroy(h);
+      return created.status().WithContext("kernel '" + ref.name() + "': staging stream");
+    }
+    staging = std::move(created).value();
+  }
+  return Kernel(ref, h, args.device, std::move(staging));
 }
 
 StatusOr<sr_kernel_table_info> Kernel::TableInfo(int32_t table) const {
@@ -99,25 +118,109 @@ StatusOr<sr_kernel_table_info> Kernel::TableInfo(int32_t table) const {
   return info;
 }
 
+namespace {
+
+// The lookup of a call with its host tensors staged; the call then runs on
+// the staging stream.
+Status StageLookup(KernelStaging& staging, sr_kernel_lookup_args& lookup) {
+  SR_ASSIGN_OR_RETURN(lookup.offsets, staging.In(lookup.offsets));
+  SR_ASSIGN_OR_RETURN(lookup.indices, staging.In(lookup.indices));
+  SR_ASSIGN_OR_RETURN(lookup.per_sample_weights, staging.In(lookup.per_sample_weights));
+  return Status::Ok();
+}
+
+// `call`'s status, else the staging's (the copies back and the wait).
+Status Finished(KernelStaging& staging, Status call) {
+  Status finished = staging.Finish();
+  return call.ok() ? finished : call;
+}
+
+}  // namespace
+
 Status Kernel::Forward(const sr_kernel_forward_args& args) const {
-  return Call("forward", [&] { return vtable().forward(handle(), &args); });
+  if (!staging_ || args.lookup == nullptr) {
+    return Call("forward", [&] { return vtable().forward(handle(), &args); });
+  }
+  std::lock_guard<std::mutex> lock(staging_->mutex());
+  sr_kernel_lookup_args lookup = *args.lookup;
+  sr_kernel_forward_args a = args;
+  Status s = StageLookup(*staging_, lookup);
+  if (s.ok()) {
+    auto out = staging_->Out(args.output);
+    s = out.status();
+    if (s.ok()) a.output = *out;
+  }
+  if (s.ok()) {
+    if (staging_->staged()) lookup.stream = staging_->stream();
+    a.lookup = &lookup;
+    s = Call("forward", [&] { return vtable().forward(handle(), &a); });
+  }
+  return Finished(*staging_, std::move(s));
 }
 
 Status Kernel::Backward(const sr_kernel_backward_args& args) const {
   if (!HasBackward()) return UnimplementedError(Describe() + ": inference only (no backward entry)");
-  return Call("backward", [&] { return vtable().backward(handle(), &args); });
+  if (!staging_ || args.lookup == nullptr) {
+    return Call("backward", [&] { return vtable().backward(handle(), &args); });
+  }
+  std::lock_guard<std::mutex> lock(staging_->mutex());
+  sr_kernel_lookup_args lookup = *args.lookup;
+  sr_kernel_backward_args a = args;
+  Status s = StageLookup(*staging_, lookup);
+  if (s.ok()) {
+    auto grad = staging_->In(args.grad_output);
+    s = grad.status();
+    if (s.ok()) a.grad_output = *grad;
+  }
+  if (s.ok()) {
+    if (staging_->staged()) lookup.stream = staging_->stream();
+    a.lookup = &lookup;
+    s = Call("backward", [&] { return vtable().backward(handle(), &a); });
+  }
+  return Finished(*staging_, std::move(s));
+}
+
+Status Kernel::RowsCall(const char* what, const sr_kernel_rows_args& args, bool writes_tensors,
+                        sr_status* (*sr_kernel_vtable::*entry)(sr_kernel*, const sr_kernel_rows_args*)) const {
+  if (!staging_) return Call(what, [&] { return (vtable().*entry)(handle(), &args); });
+  std::lock_guard<std::mutex> lock(staging_->mutex());
+  sr_kernel_rows_args a = args;
+  Status s = Status::Ok();
+  auto stage = [&](DLTensor* t) -> DLTensor* {
+    if (!s.ok() || t == nullptr) return t;
+    if (writes_tensors) {
+      auto out = staging_->Out(t);
+      s = out.status();
+      return s.ok() ? *out : t;
+    }
+    auto in = staging_->In(t);
+    s = in.status();
+    return s.ok() ? const_cast<DLTensor*>(*in) : t;
+  };
+  if (auto rows = staging_->In(args.rows); rows.ok()) {
+    a.rows = *rows;
+  } else {
+    s = rows.status();
+  }
+  a.weights = stage(args.weights);
+  a.state = stage(args.state);
+  if (s.ok()) {
+    if (staging_->staged()) a.stream = staging_->stream();
+    s = Call(what, [&] { return (vtable().*entry)(handle(), &a); });
+  }
+  return Finished(*staging_, std::move(s));
 }
 
 Status Kernel::ReadRows(const sr_kernel_rows_args& args) const {
-  return Call("read_rows", [&] { return vtable().read_rows(handle(), &args); });
+  return RowsCall("read_rows", args, /*writes_tensors=*/true, &sr_kernel_vtable::read_rows);
 }
 
 Status Kernel::WriteRows(const sr_kernel_rows_args& args) const {
-  return Call("write_rows", [&] { return vtable().write_rows(handle(), &args); });
+  return RowsCall("write_rows", args, /*writes_tensors=*/false, &sr_kernel_vtable::write_rows);
 }
 
 Status Kernel::ResetRows(const sr_kernel_rows_args& args) const {
-  return Call("reset_rows", [&] { return vtable().reset_rows(handle(), &args); });
+  return RowsCall("reset_rows", args, /*writes_tensors=*/false, &sr_kernel_vtable::reset_rows);
 }
 
 CommRequest::~CommRequest() {

@@ -14,26 +14,12 @@
 #include <vector>
 
 #include "lookup_validation.h"
+#include "kernel_config.h"
 #include "radix_sort.h"
 #include "row_convert.h"
 #include "table.h"
 
 namespace shardrec::kernel_cpu {
-
-// One optimizer step's constants, in float32 like the update arithmetic.
-struct OptimizerStep {
-  int32_t optimizer = 0;  // SR_OPTIMIZER_* (never NONE here)
-  float learning_rate = 0;
-  float eps = 0;
-  float beta1 = 0;
-  float beta2 = 0;
-  // 1 - beta, computed in double: 1 - 0.999f in float would be off by 1e-5.
-  float one_minus_beta1 = 1;
-  float one_minus_beta2 = 1;
-  float weight_decay = 0;
-  float bias_correction1 = 1;  // Adam: 1 - beta1^t
-  float bias_correction2 = 1;  // Adam: 1 - beta2^t
-};
 
 // The occurrences of one table's rows in one call, sorted by row (and, for
 // equal rows, by position: occurrence order).

@@ -11,6 +11,7 @@
 
 #include "matrix_view.h"
 #include "shardrec/sdk/init.hpp"
+#include "shardrec/sdk/kernel_table.hpp"
 #include "shardrec/sdk/plugin.hpp"
 
 namespace shardrec::kernel_cpu {
@@ -21,64 +22,23 @@ using sdk::InvalidArgument;
 // Rows initialised per task at creation.
 constexpr int64_t kInitRowsPerTask = 1024;
 
-WeightType TypeOf(DLDataType t, const std::string& table) {
-  if (t.lanes == 1 && t.code == kDLFloat && t.bits == 32) return WeightType::kFloat32;
-  if (t.lanes == 1 && t.code == kDLFloat && t.bits == 16) return WeightType::kFloat16;
-  if (t.lanes == 1 && t.code == kDLBfloat && t.bits == 16) return WeightType::kBFloat16;
-  throw InvalidArgument(table + ": weight dtype " + sdk::DTypeName(t) +
-                        " is not supported (float32, float16, bfloat16)");
-}
-
 Table MakeTable(const sr_kernel_table& d, size_t index, int32_t optimizer,
                 const OptimizerConfig& config) {
-  if (d.struct_size < SR_STRUCT_SIZE(sr_kernel_table, global_col_offset)) {
-    throw InvalidArgument("table " + std::to_string(index) + ": struct_size " +
-                          std::to_string(d.struct_size) +
-                          " is smaller than sr_kernel_table v1.0");
-  }
+  const sdk::KernelTableSpec spec = sdk::CheckKernelTable(d, index, optimizer);
   Table t;
-  t.name = d.name != nullptr ? d.name : "table " + std::to_string(index);
-  const std::string who = "table '" + t.name + "'";
-  if (d.num_rows < 0)
-    throw InvalidArgument(who + ": num_rows " + std::to_string(d.num_rows) + " < 0");
-  if (d.dim < 1) throw InvalidArgument(who + ": dim " + std::to_string(d.dim) + " < 1");
-  t.type = TypeOf(d.weight_dtype, who);
-  t.dtype = d.weight_dtype;
-  t.num_rows = d.num_rows;
-  t.dim = d.dim;
-  t.state_dim = StateDim(optimizer, d.dim);
-  // Keep every byte count (and element offset) well inside int64.
-  const int64_t per_row = d.dim * 4 + t.state_dim * 4;
-  if (d.dim > (int64_t{1} << 24) ||
-      d.num_rows > (std::numeric_limits<int64_t>::max() / 4) / per_row) {
-    throw InvalidArgument(who + ": " + std::to_string(d.num_rows) + " x " +
-                          std::to_string(d.dim) + " is too large");
-  }
-  if (!std::isfinite(d.init_min) || !std::isfinite(d.init_max) || d.init_min > d.init_max) {
-    throw InvalidArgument(who + ": init range [" + std::to_string(d.init_min) + ", " +
-                          std::to_string(d.init_max) + "] is not a finite interval");
-  }
-  if (d.global_row_offset < 0 || d.global_col_offset < 0) {
-    throw InvalidArgument(who + ": negative global_row_offset or global_col_offset");
-  }
-  t.init_min = d.init_min;
-  t.init_max = d.init_max;
-  t.init_seed = d.init_seed;
-  t.global_row_offset = d.global_row_offset;
-  t.global_col_offset = d.global_col_offset;
-  if (optimizer == SR_OPTIMIZER_ADAGRAD || optimizer == SR_OPTIMIZER_ROWWISE_ADAGRAD) {
-    t.state_init = static_cast<float>(config.initial_accumulator_value);
-  }
+  t.name = spec.name;
+  t.type = static_cast<WeightType>(spec.type);
+  t.dtype = spec.dtype;
+  t.num_rows = spec.num_rows;
+  t.dim = spec.dim;
+  t.state_dim = spec.state_dim;
+  t.init_min = spec.init_min;
+  t.init_max = spec.init_max;
+  t.init_seed = spec.init_seed;
+  t.global_row_offset = spec.global_row_offset;
+  t.global_col_offset = spec.global_col_offset;
+  t.state_init = sdk::InitialStateValue(config);
   return t;
-}
-
-// sr_kernel_lookup_args::num_invalid_ids is set on every path that gets as
-// far as reading the arguments, errors included.
-void ClearInvalidCount(const sr_kernel_lookup_args* a) {
-  if (a != nullptr && a->struct_size >= SR_STRUCT_SIZE(sr_kernel_lookup_args, stream) &&
-      a->num_invalid_ids != nullptr) {
-    *a->num_invalid_ids = 0;
-  }
 }
 
 }  // namespace
@@ -94,7 +54,7 @@ CpuKernel::CpuKernel(const sr_kernel_create_args& a) {
         std::to_string(a.device.device_type) + " id " + std::to_string(a.device.device_id));
   }
   options_ = ParseKernelOptions(a.options);
-  optimizer_ = ParseOptimizer(a.optimizer, a.optimizer_params);
+  optimizer_ = sdk::ParseOptimizerConfig(a.optimizer, a.optimizer_params, "kernel cpu");
   if (a.num_tables > 0 && a.tables == nullptr) {
     throw InvalidArgument("create args: " + std::to_string(a.num_tables) +
                           " tables but tables is NULL");
@@ -173,7 +133,7 @@ void CpuKernel::Forward(const sr_kernel_forward_args& a) {
     throw InvalidArgument("forward args: struct_size " + std::to_string(a.struct_size) +
                           " is smaller than sr_kernel_forward_args v1.0");
   }
-  ClearInvalidCount(a.lookup);
+  sdk::ClearInvalidCount(a.lookup);
   std::lock_guard<std::mutex> lock(mutex_);
   ValidateLookup(a.lookup, tables_, &lookup_);
   const sdk::TensorView<float, 2> out(a.output, "output");
@@ -189,43 +149,13 @@ void CpuKernel::Backward(const sr_kernel_backward_args& a) {
     throw InvalidArgument("backward args: struct_size " + std::to_string(a.struct_size) +
                           " is smaller than sr_kernel_backward_args v1.0");
   }
-  ClearInvalidCount(a.lookup);
-  if (optimizer_.optimizer == SR_OPTIMIZER_NONE) {
-    throw sdk::Error(SR_FAILED_PRECONDITION,
-                     "backward: the kernel was created without an optimizer (optimizer none); "
-                     "create it with sgd, adagrad, rowwise_adagrad or adam to train");
-  }
+  sdk::ClearInvalidCount(a.lookup);
+  const OptimizerStep step = sdk::MakeOptimizerStep(optimizer_, a.learning_rate, a.iteration);
   std::lock_guard<std::mutex> lock(mutex_);
   ValidateLookup(a.lookup, tables_, &lookup_);
   const sdk::TensorView<const float, 2> grad(a.grad_output, "grad_output");
   ValidatePlacement(lookup_, tables_, grad.size(0), grad.size(1), "grad_output",
                     /*disjoint=*/false);
-  double lr = a.learning_rate;
-  if (std::isnan(lr)) {
-    lr = optimizer_.learning_rate;
-  } else if (!std::isfinite(lr) || lr < 0) {
-    throw InvalidArgument("backward: learning_rate must be a finite number >= 0 (or NaN for the "
-                          "configured " + std::to_string(optimizer_.learning_rate) + "), got " +
-                          std::to_string(lr));
-  }
-  OptimizerStep step;
-  step.optimizer = optimizer_.optimizer;
-  step.learning_rate = static_cast<float>(lr);
-  step.eps = static_cast<float>(optimizer_.eps);
-  step.weight_decay = static_cast<float>(optimizer_.weight_decay);
-  if (optimizer_.optimizer == SR_OPTIMIZER_ADAM) {
-    if (a.iteration < 1) {
-      throw InvalidArgument("backward: iteration must be >= 1 for adam's bias correction, got " +
-                            std::to_string(a.iteration));
-    }
-    const double t = static_cast<double>(a.iteration);
-    step.beta1 = static_cast<float>(optimizer_.beta1);
-    step.beta2 = static_cast<float>(optimizer_.beta2);
-    step.one_minus_beta1 = static_cast<float>(1.0 - optimizer_.beta1);
-    step.one_minus_beta2 = static_cast<float>(1.0 - optimizer_.beta2);
-    step.bias_correction1 = static_cast<float>(1.0 - std::pow(optimizer_.beta1, t));
-    step.bias_correction2 = static_cast<float>(1.0 - std::pow(optimizer_.beta2, t));
-  }
   CheckBounds(*a.lookup, tables_, "backward", &lookup_);
   RunBackward(tables_, lookup_, grad.data(), grad.stride(0), grad.stride(1), step,
               options_.prefetch_distance, *arena_, backward_);

@@ -1,13 +1,12 @@
 // The CPU kernel's configuration: its component options (threads,
-// prefetch_distance, huge_pages) and the optimizer with its
-// hyper-parameters, parsed and validated once at create().
+// prefetch_distance, huge_pages), parsed and validated once at create().
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "shardrec/abi/kernel.h"
-#include "shardrec/sdk/optimizer.hpp"
+#include "shardrec/sdk/fused_optimizer.hpp"
 
 namespace shardrec::kernel_cpu {
 
@@ -25,22 +24,11 @@ inline constexpr int64_t kMaxPrefetchDistance = 1024;
 // Parses `options` (unknown keys are refused). Throws sdk::Error.
 KernelOptions ParseKernelOptions(sr_named_value_list options);
 
-struct OptimizerConfig {
-  int32_t optimizer = 0;  // SR_OPTIMIZER_*
-  double learning_rate = 0.01;
-  double eps = 0.0;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double weight_decay = 0.0;
-  double initial_accumulator_value = 0.0;  // Adagrad and row-wise Adagrad
-};
-
+// The fused optimizer's hyper-parameters and per-step constants are the
+// SDK's (shardrec/sdk/fused_optimizer.hpp), shared with the CUDA kernel.
+using sdk::OptimizerConfig;
 using sdk::OptimizerName;  // "rowwise_adagrad" for SR_OPTIMIZER_ROWWISE_ADAGRAD
-
-// Parses the hyper-parameters of `optimizer`. A name that belongs to another
-// optimizer, an unknown name, or a value out of its domain is
-// SR_INVALID_ARGUMENT. Throws sdk::Error.
-OptimizerConfig ParseOptimizer(int32_t optimizer, sr_named_value_list params);
+using sdk::OptimizerStep;
 
 using sdk::StateDim;  // optimizer state values per row: 0, 0, dim, 1, 2*dim
 

@@ -10,25 +10,12 @@
 #include <vector>
 
 #include "shardrec/plugin_api.h"
+#include "shardrec/sdk/lookup.hpp"
 #include "table.h"
 
 namespace shardrec::kernel_cpu {
 
-struct FeatureWork {
-  int32_t table = 0;
-  int32_t pooling = SR_POOLING_SUM;
-  int64_t bag_begin = 0;  // global bag indices [bag_begin, bag_end)
-  int64_t bag_end = 0;
-  int64_t id_begin = 0;   // positions in indices [id_begin, id_end)
-  int64_t id_end = 0;
-  int64_t out_row = 0;    // first output row and column this feature writes
-  int64_t out_col = 0;
-
-  // Output rows the feature writes: one per bag, or one per id with NONE.
-  int64_t OutputRows() const {
-    return pooling == SR_POOLING_NONE ? id_end - id_begin : bag_end - bag_begin;
-  }
-};
+using FeatureWork = sdk::LookupFeature;
 
 // A validated lookup. Pointers are valid for the call; the vectors are
 // reused between calls (the kernel keeps one Lookup).

@@ -11,11 +11,13 @@
 #include <cstdint>
 
 #include "shardrec/sdk/half.hpp"
+#include "shardrec/sdk/kernel_table.hpp"
 
 namespace shardrec::kernel_cpu {
 
-// How a table stores its weights. Accumulation is always float32.
-enum class WeightType : int32_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+// How a table stores its weights (the SDK's enum). Accumulation is always
+// float32.
+using WeightType = sdk::WeightDType;
 
 constexpr size_t ElementBytes(WeightType t) { return t == WeightType::kFloat32 ? 4 : 2; }
 

@@ -1,6 +1,8 @@
 // ShardedTables (sharded_tables.h).
 #include "shardrec/core/modules/sharded_tables.h"
 
+#include "shardrec/core/device/cuda_runtime.h"
+
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -93,9 +95,13 @@ StatusOr<ShardedTables> ShardedTables::Create(const PluginRegistry& registry, co
                                             group.world_size()));
   }
   SR_ASSIGN_OR_RETURN(ShardLayout layout, ShardLayout::Create(registry, plan));
-  SR_ASSIGN_OR_RETURN(RankTables shards,
-                      RankTables::Create(registry, ShardPieces(layout, group.rank(), options, pooled), options));
-  SR_ASSIGN_OR_RETURN(RankTables replicas, RankTables::Create(registry, ReplicaPieces(layout, options, pooled), options));
+  // A GPU kernel of this rank runs on the rank's GPU unless one was named.
+  EmbeddingModuleOptions rank_options = options;
+  if (rank_options.device < 0) rank_options.device = device::DeviceForRank(group.rank());
+  SR_ASSIGN_OR_RETURN(RankTables shards, RankTables::Create(registry, ShardPieces(layout, group.rank(), options, pooled),
+                                                            rank_options));
+  SR_ASSIGN_OR_RETURN(RankTables replicas,
+                      RankTables::Create(registry, ReplicaPieces(layout, options, pooled), rank_options));
   bool with_weights = false;
   for (const auto& t : plan.tables) with_weights |= pooled && t.config.is_weighted && !t.placement.replicated;
   return ShardedTables(std::move(layout), group, std::move(shards), std::move(replicas), options, with_weights);

@@ -7,6 +7,7 @@
 // the wrappers add no locking.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,8 +101,16 @@ class Sharder : public PluginObject<sr_sharder_vtable, sr_sharder> {
   using PluginObject::PluginObject;
 };
 
+class KernelStaging;  // core/src/device/kernel_staging.h
+
+// A kernel object. When its device is a GPU, calls may still pass host
+// tensors: they are staged to the device and outputs copied back before the
+// call returns (KernelStaging); device tensors pass straight through.
 class Kernel : public PluginObject<sr_kernel_vtable, sr_kernel> {
  public:
+  Kernel(Kernel&&) noexcept;
+  Kernel& operator=(Kernel&&) noexcept;
+  ~Kernel();
   static StatusOr<Kernel> Create(const ComponentRef& ref, const sr_kernel_create_args& args);
   // The same with the create args filled in from host-side values.
   static StatusOr<Kernel> Create(const ComponentRef& ref, const std::vector<sr_kernel_table>& tables,
@@ -116,8 +125,19 @@ class Kernel : public PluginObject<sr_kernel_vtable, sr_kernel> {
   Status WriteRows(const sr_kernel_rows_args& args) const;
   Status ResetRows(const sr_kernel_rows_args& args) const;
 
+  // The device the kernel was created on.
+  DLDevice device() const { return device_; }
+
  private:
-  using PluginObject::PluginObject;
+  Kernel(ComponentRef ref, sr_kernel* handle, DLDevice device,
+         std::unique_ptr<KernelStaging> staging);
+  // read_rows / write_rows / reset_rows with their host tensors staged;
+  // `writes_tensors`: weights and state are outputs (read_rows).
+  Status RowsCall(const char* what, const sr_kernel_rows_args& args, bool writes_tensors,
+                  sr_status* (*sr_kernel_vtable::*entry)(sr_kernel*, const sr_kernel_rows_args*)) const;
+
+  DLDevice device_{kDLCPU, 0};
+  std::unique_ptr<KernelStaging> staging_;
 };
 
 // An outstanding collective. Destroying an incomplete request is allowed

@@ -25,13 +25,24 @@ inline std::string ShapeString(const DLTensor& t) {
   return s + "]";
 }
 
-// A checked, strided view of a CPU tensor of element type T with N dims.
-// Holds only pointers into the borrowed DLTensor; valid for the call.
+inline std::string DeviceName(DLDevice d) {
+  switch (d.device_type) {
+    case kDLCPU: return "cpu";
+    case kDLCUDA: return "cuda:" + std::to_string(d.device_id);
+    case kDLCUDAHost: return "cuda_host";
+    default: return "device type " + std::to_string(d.device_type) + ":" + std::to_string(d.device_id);
+  }
+}
+
+// A checked, strided view of a tensor of element type T with N dims, on the
+// CPU (host-readable) or on one given device. Holds only pointers into the
+// borrowed DLTensor; valid for the call. A device view's data() is a device
+// address: use it in kernels, not in operator().
 template <class T, int N>
 class TensorView {
  public:
-  // Validates `t` (named `what` in errors). Each expected extent may be -1
-  // (any). Throws sdk::Error(SR_INVALID_ARGUMENT) on mismatch.
+  // Validates `t` (named `what` in errors) as a CPU tensor. Each expected
+  // extent may be -1 (any). Throws sdk::Error(SR_INVALID_ARGUMENT).
   TensorView(const DLTensor* t, const char* what,
              std::initializer_list<int64_t> expected = {}) {
     if (t == nullptr) throw InvalidArgument(std::string(what) + ": tensor is NULL");
@@ -39,6 +50,47 @@ class TensorView {
       throw InvalidArgument(std::string(what) + ": expected a CPU tensor, got device type " +
                             std::to_string(t->device.device_type));
     }
+    Init(t, what, expected);
+  }
+  // The same for a tensor that must live on `device` (a kernel's GPU).
+  TensorView(const DLTensor* t, const char* what, DLDevice device,
+             std::initializer_list<int64_t> expected = {}) {
+    if (t == nullptr) throw InvalidArgument(std::string(what) + ": tensor is NULL");
+    if (t->device.device_type != device.device_type || t->device.device_id != device.device_id) {
+      throw InvalidArgument(std::string(what) + ": expected a tensor on " + DeviceName(device) +
+                            ", got one on " + DeviceName(t->device));
+    }
+    Init(t, what, expected);
+  }
+
+  int64_t size(int d) const { return shape_[d]; }
+  int64_t stride(int d) const { return strides_[d]; }
+  int64_t Numel() const {
+    int64_t n = 1;
+    for (int d = 0; d < N; ++d) n *= shape_[d];
+    return n;
+  }
+  bool IsContiguous() const {
+    int64_t c = 1;
+    for (int d = N - 1; d >= 0; --d) {
+      if (shape_[d] != 1 && strides_[d] != c) return false;
+      c *= shape_[d];
+    }
+    return true;
+  }
+  T* data() const { return data_; }
+
+  template <class... I>
+  T& operator()(I... idx) const {
+    static_assert(sizeof...(I) == N, "index count must equal rank");
+    const int64_t ix[] = {static_cast<int64_t>(idx)...};
+    int64_t off = 0;
+    for (int d = 0; d < N; ++d) off += ix[d] * strides_[d];
+    return data_[off];
+  }
+
+ private:
+  void Init(const DLTensor* t, const char* what, std::initializer_list<int64_t> expected) {
     if (!SameDType(t->dtype, DTypeOf<std::remove_cv_t<T>>())) {
       throw InvalidArgument(std::string(what) + ": expected dtype " + DTypeName(DTypeOf<std::remove_cv_t<T>>()) +
                             ", got " + DTypeName(t->dtype));
@@ -75,37 +127,91 @@ class TensorView {
     data_ = reinterpret_cast<T*>(static_cast<char*>(t->data) + t->byte_offset);
   }
 
-  int64_t size(int d) const { return shape_[d]; }
-  int64_t stride(int d) const { return strides_[d]; }
-  int64_t Numel() const {
-    int64_t n = 1;
-    for (int d = 0; d < N; ++d) n *= shape_[d];
-    return n;
-  }
-  bool IsContiguous() const {
-    int64_t c = 1;
-    for (int d = N - 1; d >= 0; --d) {
-      if (shape_[d] != 1 && strides_[d] != c) return false;
-      c *= shape_[d];
-    }
-    return true;
-  }
-  T* data() const { return data_; }
-
-  template <class... I>
-  T& operator()(I... idx) const {
-    static_assert(sizeof...(I) == N, "index count must equal rank");
-    const int64_t ix[] = {static_cast<int64_t>(idx)...};
-    int64_t off = 0;
-    for (int d = 0; d < N; ++d) off += ix[d] * strides_[d];
-    return data_[off];
-  }
-
- private:
   T* data_ = nullptr;
   int64_t shape_[N > 0 ? N : 1] = {};
   int64_t strides_[N > 0 ? N : 1] = {};
 };
+
+// A checked 2-D tensor of any element type (fp16/bf16 weight rows, which
+// TensorView cannot name), addressed in bytes; on the CPU, or on `device`
+// when one is given (then At() is a device address).
+class MatrixView {
+ public:
+  // Validates `t` (named `what`) as a [rows, cols] tensor of `dtype`.
+  MatrixView(const DLTensor* t, const char* what, DLDataType dtype, int64_t rows, int64_t cols,
+             const DLDevice* device = nullptr) {
+    if (t == nullptr) throw InvalidArgument(std::string(what) + ": tensor is NULL");
+    if (device == nullptr && t->device.device_type != kDLCPU &&
+        t->device.device_type != kDLCUDAHost) {
+      throw InvalidArgument(std::string(what) + ": expected a CPU tensor, got device type " +
+                            std::to_string(t->device.device_type));
+    }
+    if (device != nullptr && (t->device.device_type != device->device_type ||
+                              t->device.device_id != device->device_id)) {
+      throw InvalidArgument(std::string(what) + ": expected a tensor on " + DeviceName(*device) +
+                            ", got one on " + DeviceName(t->device));
+    }
+    if (!SameDType(t->dtype, dtype)) {
+      throw InvalidArgument(std::string(what) + ": expected dtype " + DTypeName(dtype) +
+                                 ", got " + DTypeName(t->dtype));
+    }
+    if (t->ndim != 2 || t->shape == nullptr || t->shape[0] != rows || t->shape[1] != cols) {
+      std::string got = t->ndim >= 0 && t->shape != nullptr ? ShapeString(*t) : "invalid";
+      throw InvalidArgument(std::string(what) + ": expected shape [" + std::to_string(rows) +
+                                 ", " + std::to_string(cols) + "], got " + got);
+    }
+    element_bytes_ = (dtype.bits / 8) * dtype.lanes;
+    if (t->byte_offset % element_bytes_ != 0) {
+      throw InvalidArgument(std::string(what) + ": byte_offset " +
+                                 std::to_string(t->byte_offset) +
+                                 " is not a multiple of the element size");
+    }
+    if (t->data == nullptr && rows * cols > 0) {
+      throw InvalidArgument(std::string(what) + ": data is NULL for a non-empty tensor");
+    }
+    row_stride_ = t->strides ? t->strides[0] : cols;
+    col_stride_ = t->strides ? t->strides[1] : 1;
+    data_ = static_cast<char*>(t->data) + t->byte_offset;
+  }
+
+  // Address of element (r, c).
+  char* At(int64_t r, int64_t c) const {
+    return data_ + (r * row_stride_ + c * col_stride_) * element_bytes_;
+  }
+  int64_t row_stride() const { return row_stride_; }
+  int64_t col_stride() const { return col_stride_; }
+
+ private:
+  char* data_ = nullptr;
+  int64_t element_bytes_ = 1;
+  int64_t row_stride_ = 0;
+  int64_t col_stride_ = 1;
+};
+
+// A [rows, cols] tensor that a call writes must not have two elements at
+// one address: positive strides, and the outer stride at least the inner
+// extent. (Reads may alias: broadcasting strides of 0 are fine there.)
+inline void CheckWritableLayout(const char* what, int64_t rows, int64_t cols, int64_t row_stride,
+                                int64_t col_stride) {
+  if (rows == 0 || cols == 0) return;  // nothing is written
+  const std::string strides = "[" + std::to_string(row_stride) + ", " +
+                              std::to_string(col_stride) + "]";
+  if ((rows > 1 && row_stride <= 0) || (cols > 1 && col_stride <= 0)) {
+    throw InvalidArgument(std::string(what) + ": strides " + strides +
+                          " must be positive for a written tensor");
+  }
+  if (rows > 1 && cols > 1) {
+    const bool row_major = row_stride >= col_stride;
+    const int64_t inner_extent = row_major ? cols : rows;
+    const int64_t inner = row_major ? col_stride : row_stride;
+    const int64_t outer = row_major ? row_stride : col_stride;
+    if (outer < inner * inner_extent) {
+      throw InvalidArgument(std::string(what) + ": strides " + strides +
+                            " make elements of a [" + std::to_string(rows) + ", " +
+                            std::to_string(cols) + "] tensor overlap");
+    }
+  }
+}
 
 }  // namespace shardrec::sdk
 

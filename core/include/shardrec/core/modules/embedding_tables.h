@@ -27,7 +27,17 @@ struct EmbeddingModuleOptions {
   OptimizerSpec optimizer;     // none: inference only
   uint64_t init_seed = 0;      // initial weights: sdk::InitialWeight(seed, row, col)
   int32_t bounds_check = SR_BOUNDS_CHECK_FATAL;
+  // The GPU a kernel whose "devices" attribute names cuda (and not cpu)
+  // runs on; the tables' inputs and outputs stay host tensors and are
+  // staged to it by core (plugin_objects.h). -1: automatic, which is GPU 0
+  // for an unsharded module and rank mod GPUs for a sharded one.
+  int device = -1;
 };
+
+// The device `kernel` runs on given the module options: the CPU when the
+// component lists "cpu" among its devices (or lists none), else
+// cuda:device (device -1: cuda:0).
+DLDevice KernelDevice(const ComponentRef& kernel, int device);
 
 // "fatal" | "warning" | "ignore" | "none" -> SR_BOUNDS_CHECK_*.
 StatusOr<int32_t> ParseBoundsCheckMode(const std::string& s);

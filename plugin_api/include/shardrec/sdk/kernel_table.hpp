@@ -1,0 +1,92 @@
+// shardrec plugin SDK — validation of one sr_kernel_table at create(), the
+// same for every kernel: struct size, shape, dtype, init range and offsets.
+// A kernel then only decides where the rows live.
+#ifndef SHARDREC_SDK_KERNEL_TABLE_HPP_
+#define SHARDREC_SDK_KERNEL_TABLE_HPP_
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "shardrec/abi/kernel.h"
+#include "shardrec/sdk/dtype.hpp"
+#include "shardrec/sdk/optimizer.hpp"
+#include "shardrec/sdk/status.hpp"
+
+namespace shardrec::sdk {
+
+// The weight storage types the built-in kernels support.
+enum class WeightDType : int32_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+
+// A checked table: the descriptor's values plus its name (or "table N") and
+// the optimizer state it needs per row.
+struct KernelTableSpec {
+  std::string name;
+  int64_t num_rows = 0;
+  int64_t dim = 0;
+  WeightDType type = WeightDType::kFloat32;
+  DLDataType dtype{kDLFloat, 32, 1};
+  int64_t state_dim = 0;
+  double init_min = 0;
+  double init_max = 0;
+  uint64_t init_seed = 0;
+  int64_t global_row_offset = 0;
+  int64_t global_col_offset = 0;
+};
+
+// Validates table `index` of a create() call for `optimizer`. Throws
+// sdk::Error(SR_INVALID_ARGUMENT) naming the table.
+inline KernelTableSpec CheckKernelTable(const sr_kernel_table& d, size_t index,
+                                        int32_t optimizer) {
+  if (d.struct_size < SR_STRUCT_SIZE(sr_kernel_table, global_col_offset)) {
+    throw InvalidArgument("table " + std::to_string(index) + ": struct_size " +
+                          std::to_string(d.struct_size) +
+                          " is smaller than sr_kernel_table v1.0");
+  }
+  KernelTableSpec t;
+  t.name = d.name != nullptr ? d.name : "table " + std::to_string(index);
+  const std::string who = "table '" + t.name + "'";
+  if (d.num_rows < 0)
+    throw InvalidArgument(who + ": num_rows " + std::to_string(d.num_rows) + " < 0");
+  if (d.dim < 1) throw InvalidArgument(who + ": dim " + std::to_string(d.dim) + " < 1");
+  const DLDataType w = d.weight_dtype;
+  if (w.lanes == 1 && w.code == kDLFloat && w.bits == 32) {
+    t.type = WeightDType::kFloat32;
+  } else if (w.lanes == 1 && w.code == kDLFloat && w.bits == 16) {
+    t.type = WeightDType::kFloat16;
+  } else if (w.lanes == 1 && w.code == kDLBfloat && w.bits == 16) {
+    t.type = WeightDType::kBFloat16;
+  } else {
+    throw InvalidArgument(who + ": weight dtype " + DTypeName(w) +
+                          " is not supported (float32, float16, bfloat16)");
+  }
+  t.dtype = w;
+  t.num_rows = d.num_rows;
+  t.dim = d.dim;
+  t.state_dim = StateDim(optimizer, d.dim);
+  // Keep every byte count (and element offset) well inside int64.
+  const int64_t per_row = d.dim * 4 + t.state_dim * 4;
+  if (d.dim > (int64_t{1} << 24) ||
+      d.num_rows > (std::numeric_limits<int64_t>::max() / 4) / per_row) {
+    throw InvalidArgument(who + ": " + std::to_string(d.num_rows) + " x " +
+                          std::to_string(d.dim) + " is too large");
+  }
+  if (!std::isfinite(d.init_min) || !std::isfinite(d.init_max) || d.init_min > d.init_max) {
+    throw InvalidArgument(who + ": init range [" + std::to_string(d.init_min) + ", " +
+                          std::to_string(d.init_max) + "] is not a finite interval");
+  }
+  if (d.global_row_offset < 0 || d.global_col_offset < 0) {
+    throw InvalidArgument(who + ": negative global_row_offset or global_col_offset");
+  }
+  t.init_min = d.init_min;
+  t.init_max = d.init_max;
+  t.init_seed = d.init_seed;
+  t.global_row_offset = d.global_row_offset;
+  t.global_col_offset = d.global_col_offset;
+  return t;
+}
+
+}  // namespace shardrec::sdk
+
+#endif  // SHARDREC_SDK_KERNEL_TABLE_HPP_
