@@ -1,8 +1,9 @@
 // `shardrec bench kernel`: a compute-kernel plugin's forward and fused
-// backward + optimizer on one table, timed against the gather probe run in
-// the same process on a table of the same shape with the same ids and
-// threads. Reported: lookups/s, GB/s of row bytes, and the ratio to the
-// probe (forward) or to the probe's lookups/s (backward).
+// backward + optimizer on one table, timed against a probe of the machine's
+// limit run in the same process: for a CPU kernel a random-row gather of a
+// table of the same shape with the same ids and threads, for a GPU kernel a
+// device-to-device copy. Reported: lookups/s, GB/s of row bytes, and the
+// ratio to the probe (forward) or to the probe's lookups/s (backward).
 #pragma once
 
 #include <functional>
@@ -36,6 +37,9 @@ struct Rate {
 };
 
 struct KernelBenchResult {
+  // The machine's limit: a random-row gather (CPU kernels) or a
+  // device-to-device copy (GPU kernels), as lookups/s of this row size.
+  std::string probe_name = "probe: random-row gather";
   Rate probe, forward, backward;
   double row_bytes = 0;
   double init_seconds = 0;

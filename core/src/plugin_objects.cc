@@ -3,7 +3,7 @@
 
 #include <mutex>
 
-#include "device/kernel_staging.h"
+#include "device/device_staging.h"
 
 namespace shardrec {
 namespace {
@@ -86,9 +86,20 @@ StatusOr<Kernel> Kernel::Create(const ComponentRef& ref, const std::vector<sr_ke
   return Create(ref, args);
 }
 
-Kernel::Kernel(ComponentRef ref, sr_kernel* handle, DLDevice device, std::unique_ptr<KernelStaging> staging)
+Kernel::Kernel(ComponentRef ref, sr_kernel* handle, DLDevice device, std::unique_ptr<DeviceStaging> staging)
     : PluginObject(std::move(ref), handle), device_(device), staging_(std::move(staging)) {}
 Kernel::Kernel(Kernel&&) noexcept = default;
+
+DLDevice DeviceFor(const ComponentRef& ref, int gpu) {
+  const auto devices = ref.StringListAttribute("devices");
+  if (!devices || devices->empty()) return DLDevice{kDLCPU, 0};
+  bool cpu = false, cuda = false;
+  for (const std::string& d : *devices) {
+    cpu |= d == "cpu";
+    cuda |= d == "cuda";
+  }
+  return cuda && !cpu ? DLDevice{kDLCUDA, gpu < 0 ? 0 : gpu} : DLDevice{kDLCPU, 0};
+}
 Kernel& Kernel::operator=(Kernel&&) noexcept = default;
 Kernel::~Kernel() = default;
 
@@ -97,9 +108,9 @@ StatusOr<Kernel> Kernel::Create(const ComponentRef& ref, const sr_kernel_create_
   auto* vt = static_cast<const sr_kernel_vtable*>(ref.vtable());
   SR_ASSIGN_OR_RETURN(sr_kernel * h,
                       CreateHandle<sr_kernel>(ref, [&](auto** out) { return vt->create(&args, out); }));
-  std::unique_ptr<KernelStaging> staging;
+  std::unique_ptr<DeviceStaging> staging;
   if (args.device.device_type == kDLCUDA) {
-    auto created = KernelStaging::Create(args.device.device_id);
+    auto created = DeviceStaging::Create(args.device.device_id);
     if (!created.ok()) {
       vt->destroy(h);
       return created.status().WithContext("kernel '" + ref.name() + "': staging stream");
@@ -122,7 +133,7 @@ namespace {
 
 // The lookup of a call with its host tensors staged; the call then runs on
 // the staging stream.
-Status StageLookup(KernelStaging& staging, sr_kernel_lookup_args& lookup) {
+Status StageLookup(DeviceStaging& staging, sr_kernel_lookup_args& lookup) {
   SR_ASSIGN_OR_RETURN(lookup.offsets, staging.In(lookup.offsets));
   SR_ASSIGN_OR_RETURN(lookup.indices, staging.In(lookup.indices));
   SR_ASSIGN_OR_RETURN(lookup.per_sample_weights, staging.In(lookup.per_sample_weights));
@@ -130,7 +141,7 @@ Status StageLookup(KernelStaging& staging, sr_kernel_lookup_args& lookup) {
 }
 
 // `call`'s status, else the staging's (the copies back and the wait).
-Status Finished(KernelStaging& staging, Status call) {
+Status Finished(DeviceStaging& staging, Status call) {
   Status finished = staging.Finish();
   return call.ok() ? finished : call;
 }
@@ -228,6 +239,7 @@ CommRequest::~CommRequest() {
 }
 
 StatusOr<bool> CommRequest::Test() const {
+  if (request_ == nullptr) return true;  // Completed()
   int32_t done = 0;
   Status s = ref_.library->Call("request test", [&] { return vt().request_test(request_, &done); });
   if (!s.ok()) return Status(s.code(), "comm " + ref_.name() + ": " + s.message());
@@ -235,6 +247,7 @@ StatusOr<bool> CommRequest::Test() const {
 }
 
 Status CommRequest::Wait(int64_t timeout_ms) const {
+  if (request_ == nullptr) return Status::Ok();  // Completed()
   Status s =
       ref_.library->Call("request wait", [&] { return vt().request_wait(request_, timeout_ms); });
   return s.ok() ? s : Status(s.code(), "comm " + ref_.name() + ": " + s.message());

@@ -5,7 +5,9 @@
 #include <iostream>
 #include <optional>
 
+#include "shardrec/core/device/cuda_runtime.h"
 #include "shardrec/core/launch/dist_env.h"
+#include "shardrec/core/plugin_objects.h"
 #include "standalone.h"
 
 namespace shardrec::cli {
@@ -37,7 +39,13 @@ int Finish(int rank, StatusOr<ProcessGroup> group, const RankBody& body) {
 }
 
 int RunGroup(const HostSession& session, const ProcessGroupConfig& config, const RankBody& body) {
-  return Finish(config.placement.rank, ProcessGroup::Create(session.registry, config), body);
+  // A backend that runs on GPUs (nccl) gets this rank's GPU; core stages
+  // the engine's host buffers to it.
+  ProcessGroupConfig c = config;
+  if (auto ref = session.registry.Find(SR_KIND_COMM, c.comm); ref.ok()) {
+    c.device = DeviceFor(ref.value(), device::DeviceForRank(c.placement.local_rank));
+  }
+  return Finish(c.placement.rank, ProcessGroup::Create(session.registry, c), body);
 }
 
 }  // namespace
@@ -49,10 +57,21 @@ int RunOnRanks(const std::string& command_words, const std::vector<std::string>&
     std::cerr << me << "--timeout-ms must be positive and --world-size non-negative\n";
     return kExitUsage;
   }
-  if (flags.comm == "nccl") {
+  // comm check and bench comm measure the backend on host buffers, which
+  // NCCL does not take (its own GPU tests check it); train and embed stage
+  // their host buffers to each rank's GPU.
+  if (flags.comm == "nccl" && (command_words == "comm check" || command_words == "bench comm")) {
     std::cerr << me << "this command moves host (CPU) buffers, which nccl does not take; nccl is checked by "
-              << "its GPU tests (tests/comm/comm_nccl_test.cc) and used by GPU jobs\n";
+              << "its GPU tests (tests/comm/comm_nccl_test.cc) and used by train and embed on GPUs\n";
     return kExitUsage;
+  }
+  if (flags.comm == "nccl") {
+    std::string why;
+    if (device::CudaDeviceCount(&why) == 0) {
+      std::cerr << me << "--comm nccl runs one rank per GPU and this machine has none (" << why
+                << "); use --comm gloo or local\n";
+      return kExitUsage;
+    }
   }
   if (!flags.rdzv.empty()) {
     if (Status s = CheckRendezvousSyntax(flags.rdzv); !s.ok()) {

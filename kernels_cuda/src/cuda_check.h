@@ -18,7 +18,7 @@ inline void CudaCheck(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
   cudaGetLastError();  // clear a non-sticky error so later calls report their own
   throw sdk::Error(e == cudaErrorMemoryAllocation ? SR_RESOURCE_EXHAUSTED : SR_INTERNAL,
-                   std::string("kernel cuda: ") + what + " failed (" + CudaText(e) + ")");
+                   std::string(what) + " failed (" + CudaText(e) + ")");
 }
 
 // Makes `device` current for a scope and restores the caller's device after,

@@ -74,7 +74,7 @@ CudaKernel::CudaKernel(const sr_kernel_create_args& a) {
     throw InvalidArgument("device: the cuda kernel runs on kDLCUDA (device type 2), got " +
                           sdk::DeviceName(a.device));
   }
-  if (g_devices == 0) throw sdk::Error(SR_UNAVAILABLE, "kernel cuda: " + g_no_device_reason);
+  if (g_devices == 0) throw sdk::Error(SR_UNAVAILABLE, g_no_device_reason);
   if (a.device.device_id < 0 || a.device.device_id >= g_devices) {
     throw InvalidArgument("device: cuda:" + std::to_string(a.device.device_id) +
                           " does not exist (" + std::to_string(g_devices) + " device(s) visible)");
@@ -104,7 +104,7 @@ CudaKernel::CudaKernel(const sr_kernel_create_args& a) {
   // Proves the fatbin in this library has code for this GPU before any
   // table is allocated: a clear error instead of "invalid device function".
   const std::string smoke = shardrec::cuda::SmokeTest(device_);
-  if (!smoke.empty()) throw sdk::Error(SR_UNAVAILABLE, "kernel cuda: smoke test: " + smoke);
+  if (!smoke.empty()) throw sdk::Error(SR_UNAVAILABLE, "smoke test: " + smoke);
 
   DeviceGuard guard(device_);
   const float state_init = sdk::InitialStateValue(optimizer_);
@@ -227,12 +227,24 @@ CudaKernel::PreparedLookup CudaKernel::Prepare(const sr_kernel_lookup_args* a,
   *out_matrix = DeviceMatrix{const_cast<float*>(m.data()), m.stride(0), m.stride(1)};
 
   // Upload the features, run the device check, bring its verdict back.
+  // With bounds_check NONE and only pooled features the caller vouches for
+  // offsets and ids alike and no feature needs its id range, so the call
+  // skips the check pass and its stream synchronisation (FBGEMM's NONE).
   const size_t nf = a->num_features;
   const MetaLayout layout(nf);
   const auto stream = static_cast<cudaStream_t>(a->stream);
-  staging_.Reserve(layout.total);
+  bool device_check = a->bounds_check != SR_BOUNDS_CHECK_NONE;
+  for (size_t f = 0; f < nf; ++f) device_check |= a->feature_pooling[f] == SR_POOLING_NONE;
   meta_.Reserve(layout.total, stream, "per-call metadata");
-  char* host = staging_.data();
+  // Without a synchronisation below, the next call may overwrite the host
+  // buffer before this copy ran: pageable memory is copied out by the
+  // driver before cudaMemcpyAsync returns, pinned memory is not.
+  if (device_check) {
+    staging_.Reserve(layout.total);
+  } else {
+    pageable_.resize(layout.total);
+  }
+  char* host = device_check ? staging_.data() : pageable_.data();
   CheckResult init;
   init.first_negative_bag = INT64_MAX;
   init.first_invalid_bag = INT64_MAX;
@@ -241,15 +253,23 @@ CudaKernel::PreparedLookup CudaKernel::Prepare(const sr_kernel_lookup_args* a,
   auto* starts = reinterpret_cast<int64_t*>(host + layout.starts);
   const bool out_aligned = m.stride(1) == 1 && m.stride(0) % 4 == 0 &&
                            reinterpret_cast<uintptr_t>(m.data()) % 16 == 0;
+  p.features.resize(nf);  // id ranges come from the device check, when it runs
   for (size_t f = 0; f < nf; ++f) {
+    sdk::LookupFeature& w = p.features[f];
+    w.table = a->feature_table[f];
+    w.pooling = a->feature_pooling[f];
+    w.bag_begin = a->feature_bag_offsets[f];
+    w.bag_end = a->feature_bag_offsets[f + 1];
+    w.out_row = a->feature_output_row[f];
+    w.out_col = a->feature_output_col[f];
     DeviceFeature& x = features[f];
     x = DeviceFeature{};
-    x.bag_begin = a->feature_bag_offsets[f];
-    x.bag_end = a->feature_bag_offsets[f + 1];
-    x.out_row = a->feature_output_row[f];
-    x.out_col = a->feature_output_col[f];
-    x.table = a->feature_table[f];
-    x.pooling = a->feature_pooling[f];
+    x.bag_begin = w.bag_begin;
+    x.bag_end = w.bag_end;
+    x.out_row = w.out_row;
+    x.out_col = w.out_col;
+    x.table = w.table;
+    x.pooling = w.pooling;
     x.vector_out = out_aligned && x.out_col % 4 == 0 && dim(x.table) % 4 == 0;
     starts[f] = x.bag_begin;
     p.max_dim = std::max(p.max_dim, dim(x.table));
@@ -260,6 +280,11 @@ CudaKernel::PreparedLookup CudaKernel::Prepare(const sr_kernel_lookup_args* a,
             "cudaMemcpyAsync (lookup metadata)");
   d.features = reinterpret_cast<const DeviceFeature*>(dev_meta + layout.features);
   d.bag_starts = reinterpret_cast<const int64_t*>(dev_meta + layout.starts);
+  if (!device_check) {
+    sdk::CheckPlacement(p.features, dim, name, m.size(0), m.size(1), matrix_name, disjoint, order_);
+    if (a->num_invalid_ids != nullptr) *a->num_invalid_ids = 0;
+    return p;
+  }
   const bool check_bounds = a->bounds_check != SR_BOUNDS_CHECK_NONE;
   if (check_bounds) sdk::CheckBoundsMode(a->bounds_check);
   LaunchLookupCheck(d, check_bounds, reinterpret_cast<CheckResult*>(dev_meta),
@@ -292,17 +317,9 @@ CudaKernel::PreparedLookup CudaKernel::Prepare(const sr_kernel_lookup_args* a,
     throw InvalidArgument("bag lengths sum to " + std::to_string(r.last_offset) +
                           " but indices has " + std::to_string(nnz) + " values");
   }
-  p.features.resize(nf);
   for (size_t f = 0; f < nf; ++f) {
-    sdk::LookupFeature& w = p.features[f];
-    w.table = a->feature_table[f];
-    w.pooling = a->feature_pooling[f];
-    w.bag_begin = a->feature_bag_offsets[f];
-    w.bag_end = a->feature_bag_offsets[f + 1];
-    w.id_begin = ids[f];
-    w.id_end = ids[f + 1];
-    w.out_row = a->feature_output_row[f];
-    w.out_col = a->feature_output_col[f];
+    p.features[f].id_begin = ids[f];
+    p.features[f].id_end = ids[f + 1];
   }
   sdk::CheckPlacement(p.features, dim, name, m.size(0), m.size(1), matrix_name, disjoint, order_);
 

@@ -83,7 +83,8 @@ class CudaKernel {
   std::mutex mutex_;
   cudaStream_t last_stream_ = nullptr;
   bool any_call_ = false;
-  HostStaging staging_;
+  HostStaging staging_;          // metadata of calls that synchronise
+  std::vector<char> pageable_;   // metadata of calls that do not
   DeviceBuffer meta_;     // CheckResult, features, bag starts, feature ids
   DeviceBuffer sort_;     // backward / write_rows scratch
   std::vector<size_t> order_;

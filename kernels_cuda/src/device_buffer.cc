@@ -15,7 +15,7 @@ const sr_host_api& Host() {
   const sr_host_api* h = sdk::HostApi();
   if (h == nullptr || h->alloc == nullptr || h->free == nullptr) {
     throw sdk::Error(SR_FAILED_PRECONDITION,
-                     "kernel cuda: the host gave no allocator (initialize() was not called?)");
+                     "the host gave no allocator (initialize() was not called?)");
   }
   return *h;
 }
@@ -41,7 +41,7 @@ void DeviceBuffer::Grow(size_t bytes, size_t want, cudaStream_t stream, const ch
   const sr_host_api& h = Host();
   data_ = h.alloc(h.ctx, DLDevice{kDLCUDA, device_}, want, kAlignment, stream);
   if (data_ == nullptr) {
-    throw sdk::Error(SR_RESOURCE_EXHAUSTED, std::string("kernel cuda: the host could not allocate ") +
+    throw sdk::Error(SR_RESOURCE_EXHAUSTED, std::string("the host could not allocate ") +
                                                 std::to_string(want) + " bytes on cuda:" +
                                                 std::to_string(device_) + " for " + what);
   }

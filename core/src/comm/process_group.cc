@@ -2,7 +2,10 @@
 #include "shardrec/core/comm/process_group.h"
 
 #include <cstring>
+#include <mutex>
 #include <thread>
+
+#include "../device/device_staging.h"
 
 namespace shardrec {
 
@@ -62,7 +65,38 @@ StatusOr<ProcessGroup> ProcessGroup::Create(const ComponentRef& ref, const Proce
   a.options = config.options.view();
   a.store = store->abi();
   SR_ASSIGN_OR_RETURN(Communicator comm, Communicator::Create(ref, a));
-  return ProcessGroup(std::move(store), std::move(comm), p, config.timeout_ms, ref.name());
+  ProcessGroup group(std::move(store), std::move(comm), p, config.timeout_ms, ref.name());
+  if (config.device.device_type == kDLCUDA) {
+    SR_ASSIGN_OR_RETURN(auto staging, DeviceStaging::Create(config.device.device_id));
+    group.staging_ = std::move(staging);
+  }
+  return group;
+}
+
+StatusOr<CommRequest> ProcessGroup::Post(
+    sr_collective_args a, StatusOr<CommRequest> (Communicator::*post)(const sr_collective_args&) const) const {
+  if (!staging_) return (comm_.*post)(a);
+  std::lock_guard<std::mutex> lock(staging_->mutex());
+  Status s = Status::Ok();
+  if (auto send = staging_->In(a.send); send.ok()) {
+    a.send = *send;
+  } else {
+    s = send.status();
+  }
+  if (auto recv = staging_->Out(a.recv); s.ok() && recv.ok()) {
+    a.recv = *recv;
+  } else if (s.ok()) {
+    s = recv.status();
+  }
+  if (s.ok()) {
+    if (staging_->staged()) a.stream = staging_->stream();
+    auto request = (comm_.*post)(a);
+    s = request.ok() ? request->Wait(timeout_ms_) : request.status();
+  }
+  const Status finished = staging_->Finish();
+  if (!s.ok()) return s;
+  SR_RETURN_IF_ERROR(finished);
+  return CommRequest::Completed();
 }
 
 Status ProcessGroup::Finish(StatusOr<CommRequest> request) const {
@@ -77,7 +111,7 @@ StatusOr<CommRequest> ProcessGroup::PostAllToAllV(const Tensor& send, const std:
   sr_collective_args a = Args(&send, recv);
   a.send_counts = send_counts.data();
   a.recv_counts = recv_counts.data();
-  return comm_.AllToAllV(a);
+  return Post(a, &Communicator::AllToAllV);
 }
 
 StatusOr<CommRequest> ProcessGroup::PostReduceScatterV(const Tensor& send, Tensor* recv,
@@ -87,7 +121,7 @@ StatusOr<CommRequest> ProcessGroup::PostReduceScatterV(const Tensor& send, Tenso
   sr_collective_args a = Args(&send, recv);
   a.recv_counts = recv_counts.data();
   a.reduce_op = reduce_op;
-  return comm_.ReduceScatterV(a);
+  return Post(a, &Communicator::ReduceScatterV);
 }
 
 StatusOr<CommRequest> ProcessGroup::PostAllGatherV(const Tensor& send, Tensor* recv,
@@ -95,19 +129,19 @@ StatusOr<CommRequest> ProcessGroup::PostAllGatherV(const Tensor& send, Tensor* r
   SR_RETURN_IF_ERROR(CheckCounts(recv_counts, world_size(), "recv_counts"));
   sr_collective_args a = Args(&send, recv);
   a.recv_counts = recv_counts.data();
-  return comm_.AllGatherV(a);
+  return Post(a, &Communicator::AllGatherV);
 }
 
 StatusOr<CommRequest> ProcessGroup::PostAllReduce(const Tensor& send, Tensor* recv, int32_t reduce_op) const {
   sr_collective_args a = Args(&send, recv);
   a.reduce_op = reduce_op;
-  return comm_.AllReduce(a);
+  return Post(a, &Communicator::AllReduce);
 }
 
 StatusOr<CommRequest> ProcessGroup::PostBroadcast(Tensor* buffer, int root) const {
   sr_collective_args a = Args(nullptr, buffer);
   a.root = root;
-  return comm_.Broadcast(a);
+  return Post(a, &Communicator::Broadcast);
 }
 
 StatusOr<CommRequest> ProcessGroup::PostBarrier() const { return comm_.Barrier(); }
@@ -159,7 +193,9 @@ StatusOr<std::string> ProcessGroup::InvokeOnRankAndBroadcastResult(
 
 StatusOr<ProcessGroup> ProcessGroup::Split(int color, int key, RankPlacement placement) const {
   SR_ASSIGN_OR_RETURN(Communicator sub, comm_.Split(color, key));
-  return ProcessGroup(store_, std::move(sub), placement, timeout_ms_, backend_);
+  ProcessGroup group(store_, std::move(sub), placement, timeout_ms_, backend_);
+  group.staging_ = staging_;  // same device; calls on a group and its sub-groups do not overlap
+  return group;
 }
 
 StatusOr<ProcessGroup> ProcessGroup::IntraHost() const {

@@ -270,8 +270,10 @@ void CheckPooledForward(const Kernel& k, const std::vector<RefTable>& tables, in
 }  // namespace
 
 void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& rec) {
+  // A GPU kernel is created on GPU 0; core stages the kit's host tensors.
+  const DLDevice device = DeviceFor(ref, 0);
   const std::vector<sr_kernel_table> one = {TableDesc("conformance_table", 8, 4, kF32, 1, 0, 0)};
-  auto created = Kernel::Create(ref, one, SR_OPTIMIZER_SGD, {}, options);
+  auto created = Kernel::Create(ref, one, SR_OPTIMIZER_SGD, {}, options, device);
   if (!created.ok() && (created.status().code() == SR_UNAVAILABLE ||
                         created.status().code() == SR_UNIMPLEMENTED)) {
     rec.Skip("create an 8x4 fp32 table with SGD", created.status().message());
@@ -279,7 +281,7 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
   }
   if (!rec.ExpectOk(created.status(), "create an 8x4 fp32 table with SGD")) return;
 
-  rec.ExpectError(Kernel::Create(ref, one, SR_OPTIMIZER_SGD, {}, UnknownOption()).status(),
+  rec.ExpectError(Kernel::Create(ref, one, SR_OPTIMIZER_SGD, {}, UnknownOption(), device).status(),
                   SR_INVALID_ARGUMENT,
                   "create refuses an unknown option");
 
@@ -310,7 +312,7 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
     // Shards of a larger table: initial values depend on global positions.
     const std::vector<sr_kernel_table> descs = {TableDesc("t0", 23, 5, dtype, 11, 40, 3),
                                                 TableDesc("t1", 17, 3, dtype, 12, 0, 0)};
-    auto k = Kernel::Create(ref, descs, optimizer, params, options);
+    auto k = Kernel::Create(ref, descs, optimizer, params, options, device);
     if (!rec.ExpectOk(k.status(), "create two " + dtype_name + " tables of dims 5 and 3")) continue;
     std::vector<RefTable> tables;
     for (int32_t t = 0; t < 2; ++t) {
@@ -363,7 +365,7 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
   // The rest on one float32 kernel: t0 20 x 6, t1 10 x 4.
   const std::vector<sr_kernel_table> descs = {TableDesc("t0", 20, 6, kF32, 21, 0, 0),
                                               TableDesc("t1", 10, 4, kF32, 22, 0, 0)};
-  auto k = Kernel::Create(ref, descs, optimizer, params, options);
+  auto k = Kernel::Create(ref, descs, optimizer, params, options, device);
   if (!rec.ExpectOk(k.status(), "create two float32 tables for row and bounds checks")) return;
   auto t0 = ReadTable(*k, 0);
   auto t1 = ReadTable(*k, 1);

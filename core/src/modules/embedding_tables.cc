@@ -20,17 +20,6 @@ StatusOr<int32_t> ParseBoundsCheckMode(const std::string& s) {
   return InvalidArgumentError("unknown bounds-check mode '" + s + "' (expected fatal, warning, ignore or none)");
 }
 
-DLDevice KernelDevice(const ComponentRef& kernel, int device) {
-  const auto devices = kernel.StringListAttribute("devices");
-  if (!devices || devices->empty()) return DLDevice{kDLCPU, 0};
-  bool cpu = false, cuda = false;
-  for (const std::string& d : *devices) {
-    cpu |= d == "cpu";
-    cuda |= d == "cuda";
-  }
-  return cuda && !cpu ? DLDevice{kDLCUDA, device < 0 ? 0 : device} : DLDevice{kDLCPU, 0};
-}
-
 namespace {
 int32_t KernelPooling(PoolingType p) {
   switch (p) {
@@ -79,7 +68,7 @@ StatusOr<EmbeddingTables> EmbeddingTables::Create(const PluginRegistry& registry
     }
   }
   auto kernel = Kernel::Create(ref, ktables, options.optimizer.optimizer, options.optimizer.params,
-                               options.kernel_options, KernelDevice(ref, options.device));
+                               options.kernel_options, DeviceFor(ref, options.device));
   if (!kernel.ok()) {
     return kernel.status().WithContext("kernel '" + ref.name() + "' refused the tables");
   }

@@ -101,11 +101,16 @@ class Sharder : public PluginObject<sr_sharder_vtable, sr_sharder> {
   using PluginObject::PluginObject;
 };
 
-class KernelStaging;  // core/src/device/kernel_staging.h
+class DeviceStaging;  // core/src/device/device_staging.h
+
+// Where to create an object of component `ref` (a kernel, a communicator):
+// the CPU when it lists "cpu" among its "devices" attribute (or lists
+// none), else cuda:gpu (gpu < 0: cuda:0).
+DLDevice DeviceFor(const ComponentRef& ref, int gpu);
 
 // A kernel object. When its device is a GPU, calls may still pass host
 // tensors: they are staged to the device and outputs copied back before the
-// call returns (KernelStaging); device tensors pass straight through.
+// call returns (DeviceStaging); device tensors pass straight through.
 class Kernel : public PluginObject<sr_kernel_vtable, sr_kernel> {
  public:
   Kernel(Kernel&&) noexcept;
@@ -130,14 +135,14 @@ class Kernel : public PluginObject<sr_kernel_vtable, sr_kernel> {
 
  private:
   Kernel(ComponentRef ref, sr_kernel* handle, DLDevice device,
-         std::unique_ptr<KernelStaging> staging);
+         std::unique_ptr<DeviceStaging> staging);
   // read_rows / write_rows / reset_rows with their host tensors staged;
   // `writes_tensors`: weights and state are outputs (read_rows).
   Status RowsCall(const char* what, const sr_kernel_rows_args& args, bool writes_tensors,
                   sr_status* (*sr_kernel_vtable::*entry)(sr_kernel*, const sr_kernel_rows_args*)) const;
 
   DLDevice device_{kDLCPU, 0};
-  std::unique_ptr<KernelStaging> staging_;
+  std::unique_ptr<DeviceStaging> staging_;
 };
 
 // An outstanding collective. Destroying an incomplete request is allowed
@@ -148,6 +153,9 @@ class CommRequest {
       : ref_(std::move(o.ref_)), request_(std::exchange(o.request_, nullptr)) {}
   CommRequest& operator=(CommRequest&&) = delete;
   ~CommRequest();
+  // A request that is already complete (a collective that finished inside
+  // its post, e.g. staged through a GPU).
+  static CommRequest Completed() { return CommRequest(ComponentRef(), nullptr); }
 
   // True once complete; an error if the collective failed.
   StatusOr<bool> Test() const;

@@ -44,6 +44,10 @@ struct ProcessGroupConfig {
   DLDevice device{kDLCPU, 0};
 };
 
+class DeviceStaging;  // core/src/device/device_staging.h
+
+// A job's ranks and their collectives. Tensors may be host tensors whatever
+// the backend: a group whose device is a GPU (NCCL) stages them to it.
 class ProcessGroup {
  public:
   // Opens the rendezvous store and joins the job: blocks until every rank
@@ -107,11 +111,18 @@ class ProcessGroup {
         backend_(std::move(backend)) {}
   StatusOr<ProcessGroup> Split(int color, int key, RankPlacement placement) const;
   Status Finish(StatusOr<CommRequest> request) const;
+  // Posts `a` through `post`, staging host tensors to the group's GPU first
+  // when it has one (then the collective completes before this returns).
+  StatusOr<CommRequest> Post(sr_collective_args a,
+                             StatusOr<CommRequest> (Communicator::*post)(const sr_collective_args&) const) const;
 
   std::shared_ptr<KvStore> store_;  // before comm_: the backend may use it until destroyed
   Communicator comm_;
   RankPlacement placement_;
   int64_t timeout_ms_;
+  // Set for a group on a GPU (config.device kDLCUDA, e.g. NCCL): the
+  // embedding engine hands it host tensors, which are staged.
+  std::shared_ptr<DeviceStaging> staging_;
   std::string backend_;
 };
 

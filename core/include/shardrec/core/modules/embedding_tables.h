@@ -34,11 +34,6 @@ struct EmbeddingModuleOptions {
   int device = -1;
 };
 
-// The device `kernel` runs on given the module options: the CPU when the
-// component lists "cpu" among its devices (or lists none), else
-// cuda:device (device -1: cuda:0).
-DLDevice KernelDevice(const ComponentRef& kernel, int device);
-
 // "fatal" | "warning" | "ignore" | "none" -> SR_BOUNDS_CHECK_*.
 StatusOr<int32_t> ParseBoundsCheckMode(const std::string& s);
 

@@ -1,5 +1,5 @@
-// KernelStaging (kernel_staging.h) over core's CUDA runtime wrapper.
-#include "kernel_staging.h"
+// DeviceStaging (device_staging.h) over core's CUDA runtime wrapper.
+#include "device_staging.h"
 
 #include <fmt/format.h>
 
@@ -30,19 +30,19 @@ bool OnHost(const DLTensor* t) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<KernelStaging>> KernelStaging::Create(int device) {
+StatusOr<std::unique_ptr<DeviceStaging>> DeviceStaging::Create(int device) {
   SR_ASSIGN_OR_RETURN(void* stream, device::CreateStream(device));
-  return std::unique_ptr<KernelStaging>(new KernelStaging(device, stream));
+  return std::unique_ptr<DeviceStaging>(new DeviceStaging(device, stream));
 }
 
-KernelStaging::~KernelStaging() {
+DeviceStaging::~DeviceStaging() {
   (void)device::Synchronize(device_, stream_);
   for (Slot& s : slots_) device::CudaFree(device_, s.device, stream_);
   (void)device::Synchronize(device_, stream_);
   device::DestroyStream(device_, stream_);
 }
 
-StatusOr<KernelStaging::Slot*> KernelStaging::Stage(const DLTensor& t) {
+StatusOr<DeviceStaging::Slot*> DeviceStaging::Stage(const DLTensor& t) {
   SR_ASSIGN_OR_RETURN(const size_t bytes, SpanBytes(t));
   if (used_ == slots_.size()) slots_.emplace_back();
   Slot& s = slots_[used_++];
@@ -65,22 +65,22 @@ StatusOr<KernelStaging::Slot*> KernelStaging::Stage(const DLTensor& t) {
   return &s;
 }
 
-StatusOr<const DLTensor*> KernelStaging::In(const DLTensor* t) {
+StatusOr<const DLTensor*> DeviceStaging::In(const DLTensor* t) {
   if (!OnHost(t)) return t;
   SR_ASSIGN_OR_RETURN(Slot * s, Stage(*t));
   return &s->twin;
 }
 
-StatusOr<DLTensor*> KernelStaging::Out(DLTensor* t) {
+StatusOr<DLTensor*> DeviceStaging::Out(DLTensor* t) {
   if (!OnHost(t)) return t;
-  // Copied in too: elements the kernel does not write must come back as
+  // Copied in too: elements the plugin does not write must come back as
   // they were.
   SR_ASSIGN_OR_RETURN(Slot * s, Stage(*t));
   s->host = t;
   return &s->twin;
 }
 
-Status KernelStaging::Finish() {
+Status DeviceStaging::Finish() {
   Status status = Status::Ok();
   for (size_t i = 0; i < used_ && status.ok(); ++i) {
     const Slot& s = slots_[i];
