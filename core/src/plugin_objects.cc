@@ -140,55 +140,58 @@ Status StageLookup(DeviceStaging& staging, sr_kernel_lookup_args& lookup) {
   return Status::Ok();
 }
 
+StatusOr<DLTensor*> Mutable(StatusOr<const DLTensor*> t) {
+  if (!t.ok()) return t.status();
+  return const_cast<DLTensor*>(*t);
+}
+
 // `call`'s status, else the staging's (the copies back and the wait).
 Status Finished(DeviceStaging& staging, Status call) {
   Status finished = staging.Finish();
   return call.ok() ? finished : call;
 }
 
+// forward / backward with the lookup's host tensors and `matrix` (args.*
+// `member`: the output, staged out, or the gradient, staged in) staged;
+// `invoke(args)` makes the call.
+template <class Args, class Matrix, class Invoke>
+Status StagedLookupCall(DeviceStaging& staging, const Args& args, Matrix Args::*member, bool matrix_is_output,
+                        Invoke&& invoke) {
+  std::lock_guard<std::mutex> lock(staging.mutex());
+  sr_kernel_lookup_args lookup = *args.lookup;
+  Args a = args;
+  Status s = StageLookup(staging, lookup);
+  if (s.ok()) {
+    StatusOr<DLTensor*> matrix = matrix_is_output ? staging.Out(const_cast<DLTensor*>(args.*member))
+                                                  : Mutable(staging.In(args.*member));
+    s = matrix.status();
+    if (s.ok()) a.*member = *matrix;
+  }
+  if (s.ok()) {
+    if (staging.staged()) lookup.stream = staging.stream();
+    a.lookup = &lookup;
+    s = invoke(a);
+  }
+  return Finished(staging, std::move(s));
+}
+
 }  // namespace
 
 Status Kernel::Forward(const sr_kernel_forward_args& args) const {
-  if (!staging_ || args.lookup == nullptr) {
-    return Call("forward", [&] { return vtable().forward(handle(), &args); });
-  }
-  std::lock_guard<std::mutex> lock(staging_->mutex());
-  sr_kernel_lookup_args lookup = *args.lookup;
-  sr_kernel_forward_args a = args;
-  Status s = StageLookup(*staging_, lookup);
-  if (s.ok()) {
-    auto out = staging_->Out(args.output);
-    s = out.status();
-    if (s.ok()) a.output = *out;
-  }
-  if (s.ok()) {
-    if (staging_->staged()) lookup.stream = staging_->stream();
-    a.lookup = &lookup;
-    s = Call("forward", [&] { return vtable().forward(handle(), &a); });
-  }
-  return Finished(*staging_, std::move(s));
+  auto call = [&](const sr_kernel_forward_args& a) {
+    return Call("forward", [&] { return vtable().forward(handle(), &a); });
+  };
+  if (!staging_ || args.lookup == nullptr) return call(args);
+  return StagedLookupCall(*staging_, args, &sr_kernel_forward_args::output, /*matrix_is_output=*/true, call);
 }
 
 Status Kernel::Backward(const sr_kernel_backward_args& args) const {
   if (!HasBackward()) return UnimplementedError(Describe() + ": inference only (no backward entry)");
-  if (!staging_ || args.lookup == nullptr) {
-    return Call("backward", [&] { return vtable().backward(handle(), &args); });
-  }
-  std::lock_guard<std::mutex> lock(staging_->mutex());
-  sr_kernel_lookup_args lookup = *args.lookup;
-  sr_kernel_backward_args a = args;
-  Status s = StageLookup(*staging_, lookup);
-  if (s.ok()) {
-    auto grad = staging_->In(args.grad_output);
-    s = grad.status();
-    if (s.ok()) a.grad_output = *grad;
-  }
-  if (s.ok()) {
-    if (staging_->staged()) lookup.stream = staging_->stream();
-    a.lookup = &lookup;
-    s = Call("backward", [&] { return vtable().backward(handle(), &a); });
-  }
-  return Finished(*staging_, std::move(s));
+  auto call = [&](const sr_kernel_backward_args& a) {
+    return Call("backward", [&] { return vtable().backward(handle(), &a); });
+  };
+  if (!staging_ || args.lookup == nullptr) return call(args);
+  return StagedLookupCall(*staging_, args, &sr_kernel_backward_args::grad_output, /*matrix_is_output=*/false, call);
 }
 
 Status Kernel::RowsCall(const char* what, const sr_kernel_rows_args& args, bool writes_tensors,
@@ -199,17 +202,12 @@ Status Kernel::RowsCall(const char* what, const sr_kernel_rows_args& args, bool 
   Status s = Status::Ok();
   auto stage = [&](DLTensor* t) -> DLTensor* {
     if (!s.ok() || t == nullptr) return t;
-    if (writes_tensors) {
-      auto out = staging_->Out(t);
-      s = out.status();
-      return s.ok() ? *out : t;
-    }
-    auto in = staging_->In(t);
-    s = in.status();
-    return s.ok() ? const_cast<DLTensor*>(*in) : t;
+    StatusOr<DLTensor*> staged = writes_tensors ? staging_->Out(t) : Mutable(staging_->In(t));
+    s = staged.status();
+    return s.ok() ? *staged : t;
   };
   if (auto rows = staging_->In(args.rows); rows.ok()) {
-    a.rows = *rows;
+    a.rows = *rows;  // an input whatever the entry
   } else {
     s = rows.status();
   }

@@ -24,19 +24,8 @@ constexpr int64_t kInitRowsPerTask = 1024;
 
 Table MakeTable(const sr_kernel_table& d, size_t index, int32_t optimizer,
                 const OptimizerConfig& config) {
-  const sdk::KernelTableSpec spec = sdk::CheckKernelTable(d, index, optimizer);
   Table t;
-  t.name = spec.name;
-  t.type = static_cast<WeightType>(spec.type);
-  t.dtype = spec.dtype;
-  t.num_rows = spec.num_rows;
-  t.dim = spec.dim;
-  t.state_dim = spec.state_dim;
-  t.init_min = spec.init_min;
-  t.init_max = spec.init_max;
-  t.init_seed = spec.init_seed;
-  t.global_row_offset = spec.global_row_offset;
-  t.global_col_offset = spec.global_col_offset;
+  static_cast<sdk::KernelTableSpec&>(t) = sdk::CheckKernelTable(d, index, optimizer);
   t.state_init = sdk::InitialStateValue(config);
   return t;
 }

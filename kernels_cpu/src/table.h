@@ -8,22 +8,14 @@
 
 #include "row_convert.h"
 #include "shardrec/abi/base.h"
+#include "shardrec/sdk/kernel_table.hpp"
 #include "table_memory.h"
 
 namespace shardrec::kernel_cpu {
 
-struct Table {
-  std::string name;
-  int64_t num_rows = 0;
-  int64_t dim = 0;
-  WeightType type = WeightType::kFloat32;
-  DLDataType dtype{kDLFloat, 32, 1};
-  double init_min = 0;
-  double init_max = 0;
-  uint64_t init_seed = 0;
-  int64_t global_row_offset = 0;
-  int64_t global_col_offset = 0;
-  int64_t state_dim = 0;
+// The checked descriptor (name, shape, dtype, init, global offsets, state
+// dim) plus the memory.
+struct Table : sdk::KernelTableSpec {
   float state_init = 0;  // value of every state element after create / reset
   TableMemory weights;
   TableMemory state;
