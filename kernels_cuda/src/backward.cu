@@ -7,13 +7,18 @@
 //       grad_offset[i] = element offset of i's gradient row (its bag's, or its own with NONE)
 //   sort:  cub::DeviceRadixSort::SortPairs on key_bits bits (stable: equal
 //          keys keep position order)
+//   pieces (a warp per chunk of kLongRun sorted positions): the part of each
+//       run longer than kLongRun that lies in the chunk is summed into a
+//       partial gradient row (a hot id's thousands of occurrences are thus
+//       summed by many warps, not one)
 //   update (a warp per sorted position k that starts a run of equal keys):
 //       g[0:D] = sum over the run, in position order: coef[p] * grad[grad_offset[p] + c]
+//                (a long run: the sum of its pieces' partials, in chunk order)
 //       apply the optimizer to the row once (sdk/fused_optimizer.hpp formulas)
 //
-// Each row is owned by one warp and summed in a fixed order, so the result
-// is deterministic, independent of batch order on the GPU, and equal to the
-// CPU kernel's up to float rounding of the row-wise reduction.
+// Each row is updated by one warp and every sum has a fixed order, so the
+// result is deterministic and equal to the CPU kernel's up to float
+// rounding (summation order, the row-wise reduction).
 #include <cub/device/device_radix_sort.cuh>
 
 #include "launch.h"
@@ -29,6 +34,8 @@ constexpr int kWarpsPerBlock = kThreads / 32;
 // are summed once; wider rows take passes (row-wise Adagrad then sums twice).
 constexpr int kChunks = 4;
 constexpr int64_t kPassColumns = 32 * kColumnsPerLane * kChunks;
+// Runs longer than this are summed in pieces by several warps.
+constexpr int64_t kLongRun = kLongRunOccurrences;
 
 __global__ void EmitKernel(DeviceLookup a, uint64_t invalid_key, int row_bits, DeviceMatrix grad,
                            BackwardScratch s) {
@@ -96,6 +103,87 @@ __device__ __forceinline__ void RunGradient(const BackwardScratch& s, const Devi
   }
 }
 
+// The end of the run of keys[k] (the first later position with another
+// key, or n) and its start, by exponential then binary search: O(log run).
+__device__ int64_t RunEnd(const uint64_t* keys, int64_t n, int64_t k) {
+  const uint64_t key = keys[k];
+  int64_t lo = k, hi = k + 1, step = 1;  // keys[lo] == key
+  while (hi < n && keys[hi] == key) {
+    lo = hi;
+    step *= 2;
+    hi = k + step;
+  }
+  if (hi > n) hi = n;
+  while (hi - lo > 1) {  // keys[lo] == key; hi == n or keys[hi] != key
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (keys[mid] == key) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return hi;
+}
+
+__device__ int64_t RunStart(const uint64_t* keys, int64_t k) {
+  const uint64_t key = keys[k];
+  int64_t hi = k, lo = k - 1, step = 1;  // keys[hi] == key
+  while (lo >= 0 && keys[lo] == key) {
+    hi = lo;
+    step *= 2;
+    lo = k - step;
+  }
+  if (lo < -1) lo = -1;
+  while (hi - lo > 1) {  // keys[hi] == key; lo == -1 or keys[lo] != key
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (keys[mid] == key) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return hi;
+}
+
+// Where a row's gradient comes from: its occurrences directly...
+struct OccurrenceGradient {
+  const BackwardScratch* s;
+  const DeviceMatrix* grad;
+  int64_t begin, end;
+  __device__ void operator()(int64_t c0, int64_t dim, int lane, float g[kChunks][4]) const {
+    RunGradient(*s, *grad, begin, end, c0, dim, lane, g);
+  }
+};
+
+// ... or, for a long run, the partial sums of its pieces: chunk p's piece
+// is in slot 0 when the run covers the chunk's first position, else (the
+// run's first chunk, when the run starts inside it) in slot 1.
+struct PartialGradient {
+  const float* partials;  // [chunks][2][width]
+  int64_t width;
+  int64_t first_chunk, last_chunk;
+  int first_slot;
+  __device__ void operator()(int64_t c0, int64_t dim, int lane, float g[kChunks][4]) const {
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) g[k][e] = 0.0f;
+    }
+    for (int64_t p = first_chunk; p <= last_chunk; ++p) {
+      const int slot = p == first_chunk ? first_slot : 0;
+      const float* row = partials + (p * 2 + slot) * width;
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k) {
+        const int64_t c = c0 + (static_cast<int64_t>(k) * 32 + lane) * kColumnsPerLane;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (c + e < dim) g[k][e] += row[c + e];
+        }
+      }
+    }
+  }
+};
+
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
@@ -144,15 +232,14 @@ __device__ __forceinline__ void ApplyChunk(const sdk::OptimizerStep& p, const De
   Store4<kType>(w_row, c, t.dim, w);
 }
 
-template <int32_t kType, int32_t kOptimizer>
+template <int32_t kType, int32_t kOptimizer, class Gradient>
 __device__ void UpdateRow(const sdk::OptimizerStep& p, const DeviceTable& t, int64_t row,
-                          const BackwardScratch& s, const DeviceMatrix& grad, int64_t k_begin,
-                          int64_t k_end, int lane) {
+                          const Gradient& gradient, int lane) {
   float g[kChunks][4];
   const bool one_pass = t.dim <= kPassColumns;
   float squares = 0.0f;
   for (int64_t c0 = 0; c0 < t.dim; c0 += kPassColumns) {
-    RunGradient(s, grad, k_begin, k_end, c0, t.dim, lane, g);
+    gradient(c0, t.dim, lane, g);
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) {
       const int64_t c = c0 + (static_cast<int64_t>(k) * 32 + lane) * kColumnsPerLane;
@@ -181,7 +268,7 @@ __device__ void UpdateRow(const sdk::OptimizerStep& p, const DeviceTable& t, int
     if (lane == 0) state[0] = sum;
     const float multiplier = p.learning_rate / (sqrtf(sum) + p.eps);
     for (int64_t c0 = 0; c0 < t.dim; c0 += kPassColumns) {
-      if (!one_pass) RunGradient(s, grad, k_begin, k_end, c0, t.dim, lane, g);
+      if (!one_pass) gradient(c0, t.dim, lane, g);
 #pragma unroll
       for (int k = 0; k < kChunks; ++k) {
         const int64_t c = c0 + (static_cast<int64_t>(k) * 32 + lane) * kColumnsPerLane;
@@ -191,14 +278,63 @@ __device__ void UpdateRow(const sdk::OptimizerStep& p, const DeviceTable& t, int
   }
 }
 
-template <int32_t kOptimizer>
+template <int32_t kOptimizer, class Gradient>
 __device__ void UpdateRowOfType(const sdk::OptimizerStep& p, const DeviceTable& t, int64_t row,
-                                const BackwardScratch& s, const DeviceMatrix& grad,
-                                int64_t k_begin, int64_t k_end, int lane) {
+                                const Gradient& gradient, int lane) {
   switch (t.type) {
-    case kF16: return UpdateRow<kF16, kOptimizer>(p, t, row, s, grad, k_begin, k_end, lane);
-    case kBF16: return UpdateRow<kBF16, kOptimizer>(p, t, row, s, grad, k_begin, k_end, lane);
-    default: return UpdateRow<kF32, kOptimizer>(p, t, row, s, grad, k_begin, k_end, lane);
+    case kF16: return UpdateRow<kF16, kOptimizer>(p, t, row, gradient, lane);
+    case kBF16: return UpdateRow<kBF16, kOptimizer>(p, t, row, gradient, lane);
+    default: return UpdateRow<kF32, kOptimizer>(p, t, row, gradient, lane);
+  }
+}
+
+template <class Gradient>
+__device__ void UpdateWith(const sdk::OptimizerStep& p, const DeviceTable& t, int64_t row,
+                           const Gradient& gradient, int lane) {
+  switch (p.optimizer) {
+    case SR_OPTIMIZER_SGD: return UpdateRowOfType<SR_OPTIMIZER_SGD>(p, t, row, gradient, lane);
+    case SR_OPTIMIZER_ADAGRAD: return UpdateRowOfType<SR_OPTIMIZER_ADAGRAD>(p, t, row, gradient, lane);
+    case SR_OPTIMIZER_ROWWISE_ADAGRAD:
+      return UpdateRowOfType<SR_OPTIMIZER_ROWWISE_ADAGRAD>(p, t, row, gradient, lane);
+    default: return UpdateRowOfType<SR_OPTIMIZER_ADAM>(p, t, row, gradient, lane);
+  }
+}
+
+// A warp per chunk [c0, c1) of kLongRun sorted positions: the pieces of the
+// (at most two) long runs in it — the run holding c0, and another run that
+// starts inside the chunk — summed into slots 0 and 1 of its partial rows.
+__global__ void PiecesKernel(const DeviceTable* tables, BackwardScratch s, DeviceMatrix grad,
+                             int64_t n, uint64_t invalid_key, int row_bits) {
+  const int64_t chunk = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int64_t c0 = chunk * kLongRun;
+  if (c0 >= n) return;  // whole warps leave together
+  const int64_t c1 = c0 + kLongRun < n ? c0 + kLongRun : n;
+  float g[kChunks][4];
+  auto piece = [&](int64_t begin, int64_t end, uint64_t key, int slot) {
+    const int64_t dim = tables[key >> row_bits].dim;
+    float* out = s.partials + (chunk * 2 + slot) * s.partial_width;
+    for (int64_t col0 = 0; col0 < dim; col0 += kPassColumns) {
+      RunGradient(s, grad, begin, end, col0, dim, lane, g);
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k) {
+        const int64_t c = col0 + (static_cast<int64_t>(k) * 32 + lane) * kColumnsPerLane;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (c + e < dim) out[c + e] = g[k][e];
+        }
+      }
+    }
+  };
+  const uint64_t first = s.sorted_keys[c0];
+  if (first < invalid_key) {
+    const int64_t end = RunEnd(s.sorted_keys, n, c0);
+    if (end - RunStart(s.sorted_keys, c0) > kLongRun) piece(c0, end < c1 ? end : c1, first, 0);
+  }
+  const uint64_t last = s.sorted_keys[c1 - 1];
+  if (last != first && last < invalid_key) {
+    const int64_t start = RunStart(s.sorted_keys, c1 - 1);
+    if (RunEnd(s.sorted_keys, n, c1 - 1) - start > kLongRun) piece(start, c1, last, 1);
   }
 }
 
@@ -210,28 +346,17 @@ __global__ void UpdateKernel(const DeviceTable* tables, BackwardScratch s, Devic
   if (k >= n) return;  // whole warps leave together
   const uint64_t key = s.sorted_keys[k];
   if (key >= invalid_key || (k > 0 && s.sorted_keys[k - 1] == key)) return;
-  // The run's end: the first later position with another key, 32 at a time.
-  int64_t end = n;
-  for (int64_t base = k + 1; base < n; base += 32) {
-    const int64_t q = base + lane;
-    const unsigned other = __ballot_sync(0xffffffffu, q >= n || s.sorted_keys[q] != key);
-    if (other != 0) {
-      end = base + __ffs(static_cast<int>(other)) - 1;
-      break;
-    }
-  }
-  if (end > n) end = n;
+  const int64_t end = RunEnd(s.sorted_keys, n, k);
   const DeviceTable& t = tables[key >> row_bits];
   const int64_t row = static_cast<int64_t>(key & ((uint64_t{1} << row_bits) - 1));
-  switch (p.optimizer) {
-    case SR_OPTIMIZER_SGD:
-      return UpdateRowOfType<SR_OPTIMIZER_SGD>(p, t, row, s, grad, k, end, lane);
-    case SR_OPTIMIZER_ADAGRAD:
-      return UpdateRowOfType<SR_OPTIMIZER_ADAGRAD>(p, t, row, s, grad, k, end, lane);
-    case SR_OPTIMIZER_ROWWISE_ADAGRAD:
-      return UpdateRowOfType<SR_OPTIMIZER_ROWWISE_ADAGRAD>(p, t, row, s, grad, k, end, lane);
-    default: return UpdateRowOfType<SR_OPTIMIZER_ADAM>(p, t, row, s, grad, k, end, lane);
+  if (end - k <= kLongRun) {
+    return UpdateWith(p, t, row, OccurrenceGradient{&s, &grad, k, end}, lane);
   }
+  const int64_t first_chunk = k / kLongRun;
+  const int first_slot = k == first_chunk * kLongRun ? 0 : 1;
+  UpdateWith(p, t, row,
+             PartialGradient{s.partials, s.partial_width, first_chunk, (end - 1) / kLongRun, first_slot},
+             lane);
 }
 
 __global__ void RowKeysKernel(const int64_t* rows, int64_t n, BackwardScratch s) {
@@ -270,6 +395,9 @@ void LaunchBackward(const DeviceLookup& lookup, int32_t num_tables, const Device
   EmitKernel<<<Blocks(lookup.num_bags, kThreads), kThreads, 0, stream>>>(lookup, invalid_key,
                                                                           row_bits, grad, scratch);
   Sort(scratch, lookup.nnz, key_bits, stream);
+  const int64_t chunks = (lookup.nnz + kLongRun - 1) / kLongRun;
+  PiecesKernel<<<Blocks(chunks, kWarpsPerBlock), kThreads, 0, stream>>>(lookup.tables, scratch, grad,
+                                                                         lookup.nnz, invalid_key, row_bits);
   UpdateKernel<<<Blocks(lookup.nnz, kWarpsPerBlock), kThreads, 0, stream>>>(
       lookup.tables, scratch, grad, step, lookup.nnz, invalid_key, row_bits);
 }

@@ -147,8 +147,12 @@ CudaKernel::CudaKernel(const sr_kernel_create_args& a) {
 }
 
 CudaKernel::~CudaKernel() {
-  // Memory goes back to the host now; nothing queued may still use it.
+  // Memory goes back to the host when the members go, on the default
+  // stream: nothing queued may still use it.
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
   if (cudaSetDevice(device_) == cudaSuccess) cudaDeviceSynchronize();
+  if (previous >= 0 && previous != device_) cudaSetDevice(previous);
   cudaGetLastError();
 }
 
@@ -398,21 +402,25 @@ void CudaKernel::Backward(const sr_kernel_backward_args& a) {
       Prepare(a.lookup, a.grad_output, "grad_output", /*disjoint=*/false, "backward", &grad);
   const int64_t n = p.device.nnz;
   if (n == 0) return;
-  const BackwardScratch s = ReserveSortScratch(n, /*with_gradients=*/true, stream);
+  const BackwardScratch s = ReserveSortScratch(n, p.max_dim, stream);
   LaunchBackward(p.device, static_cast<int32_t>(specs_.size()), grad, step, row_bits_, key_bits_,
                  s, stream);
   CudaCheck(cudaGetLastError(), "backward kernel launch");
 }
 
-BackwardScratch CudaKernel::ReserveSortScratch(int64_t n, bool with_gradients,
+BackwardScratch CudaKernel::ReserveSortScratch(int64_t n, int64_t gradient_width,
                                                cudaStream_t stream) {
   const size_t count = static_cast<size_t>(n);
+  const bool gradients = gradient_width > 0;
   const size_t keys = RoundUp(count * sizeof(uint64_t), 256);
   const size_t positions = RoundUp(count * sizeof(uint32_t), 256);
-  const size_t coef = with_gradients ? RoundUp(count * sizeof(float), 256) : 0;
-  const size_t offsets = with_gradients ? RoundUp(count * sizeof(int64_t), 256) : 0;
+  const size_t coef = gradients ? RoundUp(count * sizeof(float), 256) : 0;
+  const size_t offsets = gradients ? RoundUp(count * sizeof(int64_t), 256) : 0;
+  const size_t partials =
+      gradients ? RoundUp(static_cast<size_t>(PartialRows(n) * gradient_width) * sizeof(float), 256) : 0;
   const size_t temp = RoundUp(SortTempBytes(n), 256);
-  sort_.Reserve(2 * keys + 2 * positions + coef + offsets + temp, stream, "backward scratch");
+  sort_.Reserve(2 * keys + 2 * positions + coef + offsets + partials + temp, stream,
+                gradients ? "backward scratch" : "write_rows scratch");
   char* base = sort_.as<char>();
   BackwardScratch s;
   s.keys = reinterpret_cast<uint64_t*>(base);
@@ -420,9 +428,13 @@ BackwardScratch CudaKernel::ReserveSortScratch(int64_t n, bool with_gradients,
   s.positions = reinterpret_cast<uint32_t*>(base + 2 * keys);
   s.sorted_positions = reinterpret_cast<uint32_t*>(base + 2 * keys + positions);
   char* rest = base + 2 * keys + 2 * positions;
-  s.coef = with_gradients ? reinterpret_cast<float*>(rest) : nullptr;
-  s.grad_offset = with_gradients ? reinterpret_cast<int64_t*>(rest + coef) : nullptr;
-  s.sort_temp = rest + coef + offsets;
+  if (gradients) {
+    s.coef = reinterpret_cast<float*>(rest);
+    s.grad_offset = reinterpret_cast<int64_t*>(rest + coef);
+    s.partials = reinterpret_cast<float*>(rest + coef + offsets);
+    s.partial_width = gradient_width;
+  }
+  s.sort_temp = rest + coef + offsets + partials;
   s.sort_temp_bytes = temp;
   return s;
 }

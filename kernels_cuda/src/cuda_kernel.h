@@ -67,9 +67,11 @@ class CudaKernel {
   // (the scratch buffers are shared between calls).
   cudaStream_t Enter(void* stream);
   void SyncOrThrow(cudaStream_t stream, const char* what);
-  // Carves sort_ into the buffers of a sort of `n` pairs (plus per-position
-  // coefficients and gradient offsets for backward).
-  BackwardScratch ReserveSortScratch(int64_t n, bool with_gradients, cudaStream_t stream);
+  // Carves sort_ into the buffers of a sort of `n` pairs, plus — for a
+  // backward whose widest table has `gradient_width` columns (0: a
+  // write_rows sort) — per-position coefficients and gradient offsets and
+  // the long runs' partial rows.
+  BackwardScratch ReserveSortScratch(int64_t n, int64_t gradient_width, cudaStream_t stream);
 
   int device_ = 0;
   std::vector<sdk::KernelTableSpec> specs_;

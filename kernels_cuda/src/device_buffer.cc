@@ -24,11 +24,10 @@ const sr_host_api& Host() {
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    Release();
+    Release(nullptr);
     device_ = o.device_;
     data_ = std::exchange(o.data_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
-    stream_ = o.stream_;
   }
   return *this;
 }
@@ -37,7 +36,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 // reallocate on every call.
 void DeviceBuffer::Grow(size_t bytes, size_t want, cudaStream_t stream, const char* what) {
   if (bytes <= bytes_ && data_ != nullptr) return;
-  Release();
+  Release(stream);
   const sr_host_api& h = Host();
   data_ = h.alloc(h.ctx, DLDevice{kDLCUDA, device_}, want, kAlignment, stream);
   if (data_ == nullptr) {
@@ -46,14 +45,13 @@ void DeviceBuffer::Grow(size_t bytes, size_t want, cudaStream_t stream, const ch
                                                 std::to_string(device_) + " for " + what);
   }
   bytes_ = want;
-  stream_ = stream;
 }
 
-void DeviceBuffer::Release() {
+void DeviceBuffer::Release(cudaStream_t stream) {
   if (data_ == nullptr) return;
   const sr_host_api* h = sdk::HostApi();
   if (h != nullptr && h->free != nullptr) {
-    h->free(h->ctx, DLDevice{kDLCUDA, device_}, data_, bytes_, stream_);
+    h->free(h->ctx, DLDevice{kDLCUDA, device_}, data_, bytes_, stream);
   }
   data_ = nullptr;
   bytes_ = 0;

@@ -18,14 +18,19 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(int device) : device_(device) {}
-  ~DeviceBuffer() { Release(); }
+  // Frees on the default stream: the owner must have synchronised with the
+  // device first (CudaKernel's destructor does), since the streams of
+  // earlier calls may already be gone.
+  ~DeviceBuffer() { Release(nullptr); }
   DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
   // Makes the buffer hold at least `bytes` (contents are not kept when it
-  // grows; the old block is freed in `stream` order). Throws
+  // grows; the old block is freed in `stream` order, which is safe because
+  // CudaKernel synchronises a previous call's stream when the stream
+  // changes). Throws
   // SR_RESOURCE_EXHAUSTED naming `what` when the host cannot allocate.
   void Reserve(size_t bytes, cudaStream_t stream, const char* what) {
     Grow(bytes, bytes + bytes / 2, stream, what);
@@ -44,12 +49,11 @@ class DeviceBuffer {
 
  private:
   void Grow(size_t bytes, size_t want, cudaStream_t stream, const char* what);
-  void Release();
+  void Release(cudaStream_t stream);
 
   int device_ = 0;
   void* data_ = nullptr;
   size_t bytes_ = 0;
-  cudaStream_t stream_ = nullptr;  // the stream of the last allocation
 };
 
 class HostStaging {

@@ -17,6 +17,17 @@ namespace shardrec::kernel_cuda {
 // Columns each lane of a forward or update group handles per step (a float4).
 constexpr int kColumnsPerLane = 4;
 
+// Occurrences of one row a single warp sums in backward; the occurrences of
+// a row that appears more often in a call are summed in pieces of this many
+// sorted positions by several warps, then the pieces in order.
+constexpr int64_t kLongRunOccurrences = 256;
+
+// Partial gradient rows a backward of `n` occurrences needs (two per chunk
+// of kLongRunOccurrences sorted positions).
+constexpr int64_t PartialRows(int64_t n) {
+  return 2 * ((n + kLongRunOccurrences - 1) / kLongRunOccurrences);
+}
+
 // One call's lookup, in device memory.
 struct DeviceLookup {
   const DeviceTable* tables = nullptr;      // [num_tables]
@@ -58,6 +69,8 @@ struct BackwardScratch {
   uint32_t* sorted_positions = nullptr;
   float* coef = nullptr;            // by position: w_i / (mean ? len : 1)
   int64_t* grad_offset = nullptr;   // by position: element offset of its gradient row
+  float* partials = nullptr;        // [PartialRows(n)][partial_width]: long runs' pieces
+  int64_t partial_width = 0;        // the widest table of the call
   void* sort_temp = nullptr;
   size_t sort_temp_bytes = 0;
 };
@@ -66,8 +79,9 @@ struct BackwardScratch {
 size_t SortTempBytes(int64_t n);
 
 // Backward fused with the optimizer: emit (key, position) per occurrence,
-// stable radix sort on `key_bits` bits, then one warp per distinct row sums
-// its occurrences' gradients in position order and updates the row once.
+// stable radix sort on `key_bits` bits, long runs summed in pieces, then one
+// warp per distinct row sums its gradient in a fixed order and updates the
+// row once.
 // Invalid occurrences get the key num_tables << row_bits and are skipped.
 void LaunchBackward(const DeviceLookup& lookup, int32_t num_tables, const DeviceMatrix& grad,
                     const sdk::OptimizerStep& step, int row_bits, int key_bits,

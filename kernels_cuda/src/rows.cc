@@ -125,7 +125,7 @@ void CudaKernel::WriteRows(const sr_kernel_rows_args& a) {
     (void)sdk::TensorView<const float, 2>(a.state, "state", dev, {n, t.state_dim});
   }
   if (n == 0 || (a.weights == nullptr && a.state == nullptr)) return;
-  const BackwardScratch s = ReserveSortScratch(n, /*with_gradients=*/false, stream);
+  const BackwardScratch s = ReserveSortScratch(n, /*gradient_width=*/0, stream);
   int row_bits = 1;
   while (row_bits < 63 && (int64_t{1} << row_bits) < t.num_rows) ++row_bits;
   LaunchSortRows(rows, n, row_bits, s, stream);
