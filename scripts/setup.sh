@@ -1,39 +1,74 @@
 #!/usr/bin/env bash
 # Installs the Debian packages shardrec needs that are missing, then
-# configures and builds. Sourced by quickstart.sh and test.sh; usable alone:
-#   bash scripts/setup.sh [BUILD_DIR] [extra cmake args...]
-# Environment: SHARDREC_JOBS (parallel jobs, default: nproc).
+# configures and builds. Used by quickstart.sh and test.sh; usable alone:
+#   bash scripts/setup.sh [--tests] [BUILD_DIR] [extra cmake args...]
+# Without --tests: what the main job needs (compiler, libraries, Gloo,
+# Google Benchmark for `shardrec bench`), tests not built. With --tests:
+# also GoogleTest, redis-server, numpy and torch (the reference checks).
+# Environment: SHARDREC_JOBS (parallel jobs, default: nproc),
+# SHARDREC_APT_WAIT (seconds to wait for a held apt/dpkg lock, default 600).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+with_tests=0
+if [[ "${1:-}" == "--tests" ]]; then with_tests=1; shift; fi
 build_dir="${1:-$repo/build}"
 shift || true
 
-packages=(
+main_packages=(
   build-essential cmake ninja-build ccache git
   libboost-dev libboost-program-options-dev
   libtbb-dev libhwy-dev libdlpack-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  libgloo-dev libhiredis-dev redis-server
-  python3-numpy python3-torch  # tests/python: `shardrec embed` against torch.nn.EmbeddingBag
+  libgloo-dev libhiredis-dev
+  libbenchmark-dev  # `shardrec bench abi`
 )
+test_packages=(
+  libgtest-dev libgmock-dev
+  redis-server                 # the Redis rendezvous tests
+  python3-numpy python3-torch  # tests/python: results against torch.nn.EmbeddingBag
+)
+packages=("${main_packages[@]}")
+((with_tests)) && packages+=("${test_packages[@]}")
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+
+# apt-get, waiting (with a message) while another apt or dpkg holds its
+# lock (e.g. unattended-upgrades on a fresh machine) instead of failing.
+apt_get() {
+  local sudo_cmd=() waited=0 limit="${SHARDREC_APT_WAIT:-600}" log
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  log="$(mktemp)"
+  while true; do
+    if DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get "$@" >"$log" 2>&1; then rm -f "$log"; return 0; fi
+    if grep -qE "Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock" "$log" && ((waited < limit)); then
+      ((waited == 0)) && echo "setup: another apt/dpkg holds its lock; waiting up to ${limit} s ($(grep -m1 -oE 'held by process [0-9]+[^)]*' "$log" || echo 'lock holder unknown'))"
+      sleep 5
+      waited=$((waited + 5))
+      continue
+    fi
+    cat "$log" >&2
+    rm -f "$log"
+    echo "setup: apt-get $* failed" >&2
+    return 1
+  done
+}
+
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
-  sudo_cmd=()
-  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 jobs="${SHARDREC_JOBS:-$(nproc)}"
 mkdir -p "$build_dir"
-cmake -S "$repo" -B "$build_dir" -G Ninja "$@" >"$build_dir/configure.log" 2>&1 || {
+testing=OFF
+((with_tests)) && testing=ON
+cmake -S "$repo" -B "$build_dir" -G Ninja -DBUILD_TESTING=$testing "$@" >"$build_dir/configure.log" 2>&1 || {
   cat "$build_dir/configure.log"; exit 1; }
 grep -E "^-- (shardrec |CUDA:|NCCL:|Gloo:)" "$build_dir/configure.log" || true
 cmake --build "$build_dir" -j "$jobs"

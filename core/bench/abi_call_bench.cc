@@ -3,6 +3,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -12,28 +15,50 @@
 namespace shardrec::bench {
 namespace {
 
-// Collects each case's real time per iteration (ns); prints when asked.
+// Collects each case's real time per iteration (ns) and any error; prints
+// the table when asked. Colour only on a terminal; the library's own
+// context banner (date, caches, and Debian's "built as DEBUG" warning about
+// Google Benchmark itself, not about us) is replaced by one line.
 class Collector : public benchmark::ConsoleReporter {
  public:
-  explicit Collector(bool print) : print_(print) {}
-  bool ReportContext(const Context& c) override { return print_ ? ConsoleReporter::ReportContext(c) : true; }
+  explicit Collector(bool print)
+      : ConsoleReporter(isatty(fileno(stdout)) ? OO_ColorTabular : OO_Tabular), print_(print) {}
+  bool ReportContext(const Context& c) override {
+    name_field_width_ = c.name_field_width;
+    if (print_) {
+      std::printf("%d CPUs at %.0f MHz\n", c.cpu_info.num_cpus, c.cpu_info.cycles_per_second / 1e6);
+    }
+    return true;
+  }
   void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) times_[r.run_name.function_name] = r.GetAdjustedRealTime();
+    for (const Run& r : runs) {
+      if (r.error_occurred) {
+        errors_[r.run_name.function_name] = r.error_message;
+      } else {
+        times_[r.run_name.function_name] = r.GetAdjustedRealTime();
+      }
+    }
     if (print_) ConsoleReporter::ReportRuns(runs);
   }
-  double Get(const std::string& name) const {
+  // A case's time, or an error naming it (it failed, or never reported).
+  StatusOr<double> Get(const std::string& name) const {
+    if (auto e = errors_.find(name); e != errors_.end()) {
+      return InternalError("bench case '" + name + "' failed: " + e->second);
+    }
     auto it = times_.find(name);
-    return it == times_.end() ? 0.0 : it->second;
+    if (it == times_.end()) return InternalError("bench case '" + name + "' reported no time");
+    return it->second;
   }
 
  private:
   bool print_;
   std::map<std::string, double> times_;
+  std::map<std::string, std::string> errors_;
 };
 
 }  // namespace
 
-AbiCallFigures RunAbiCallBench(const PluginLibrary& library, const EvictionPolicy& policy,
+StatusOr<AbiCallFigures> RunAbiCallBench(const PluginLibrary& library, const EvictionPolicy& policy,
                                double min_time_s, bool print) {
   const NoopInterface& noop = MakeNoop();
   const sr_plugin_api& api = library.api();
@@ -68,7 +93,10 @@ AbiCallFigures RunAbiCallBench(const PluginLibrary& library, const EvictionPolic
   benchmark::RegisterBenchmark("eviction_score_empty", [&](benchmark::State& st) {
     for (auto _ : st) {
       Status s = policy.Score(args);
-      if (!s.ok()) st.SkipWithError(s.ToString().c_str());
+      if (!s.ok()) {
+        st.SkipWithError(s.ToString().c_str());
+        break;
+      }
       benchmark::DoNotOptimize(s.ok());
     }
   })->MinTime(min_time_s);
@@ -76,8 +104,12 @@ AbiCallFigures RunAbiCallBench(const PluginLibrary& library, const EvictionPolic
   Collector collector(print);
   benchmark::RunSpecifiedBenchmarks(&collector);
   benchmark::ClearRegisteredBenchmarks();
-  return AbiCallFigures{collector.Get("virtual_call"), collector.Get("abi_raw_call"),
-                        collector.Get("abi_guarded_call"), collector.Get("eviction_score_empty")};
+  AbiCallFigures f;
+  SR_ASSIGN_OR_RETURN(f.virtual_ns, collector.Get("virtual_call"));
+  SR_ASSIGN_OR_RETURN(f.abi_raw_ns, collector.Get("abi_raw_call"));
+  SR_ASSIGN_OR_RETURN(f.abi_guarded_ns, collector.Get("abi_guarded_call"));
+  SR_ASSIGN_OR_RETURN(f.score_empty_ns, collector.Get("eviction_score_empty"));
+  return f;
 }
 
 }  // namespace shardrec::bench

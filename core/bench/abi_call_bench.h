@@ -18,7 +18,9 @@ struct AbiCallFigures {
 
 // `library` supplies the no-op entry (its status_code(NULL)); `policy` the
 // real one. `min_time_s` per case; `print` shows Google Benchmark's table.
-AbiCallFigures RunAbiCallBench(const PluginLibrary& library, const EvictionPolicy& policy,
+// A case that fails (the real entry returned an error) is an error naming
+// it, never a figure of 0.
+StatusOr<AbiCallFigures> RunAbiCallBench(const PluginLibrary& library, const EvictionPolicy& policy,
                                double min_time_s, bool print);
 
 }  // namespace shardrec::bench

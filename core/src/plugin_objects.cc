@@ -1,9 +1,11 @@
 // Creation and calls of the component wrappers.
 #include "shardrec/core/plugin_objects.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "device/device_staging.h"
+#include "shardrec/sdk/optimizer.hpp"
 
 namespace shardrec {
 namespace {
@@ -100,6 +102,18 @@ DLDevice DeviceFor(const ComponentRef& ref, int gpu) {
   }
   return cuda && !cpu ? DLDevice{kDLCUDA, gpu < 0 ? 0 : gpu} : DLDevice{kDLCPU, 0};
 }
+
+Status CheckKernelOptimizer(const ComponentRef& kernel, int32_t optimizer) {
+  const auto listed = kernel.StringListAttribute("optimizers");
+  if (!listed) return Status::Ok();
+  const std::string name = sdk::OptimizerName(optimizer);
+  if (std::find(listed->begin(), listed->end(), name) != listed->end()) return Status::Ok();
+  std::string have;
+  for (const auto& o : *listed) have += (have.empty() ? "" : ", ") + o;
+  return Status(SR_FAILED_PRECONDITION, "kernel '" + kernel.name() + "' has no optimizer '" + name +
+                                            "' (it has: " + (have.empty() ? "none listed" : have) + ")");
+}
+
 Kernel& Kernel::operator=(Kernel&&) noexcept = default;
 Kernel::~Kernel() = default;
 

@@ -57,4 +57,12 @@ OptionList PluginOptions::For(const std::string& kind, const std::string& name) 
   return it == by_component_.end() ? OptionList() : OptionList(it->second);
 }
 
+std::map<std::string, OptionList> PluginOptions::ForKind(const std::string& kind) const {
+  std::map<std::string, OptionList> out;
+  for (const auto& [key, items] : by_component_) {
+    if (key.first == kind) out.emplace(key.second, OptionList(items));
+  }
+  return out;
+}
+
 }  // namespace shardrec

@@ -19,8 +19,9 @@ namespace fs = std::filesystem;
 
 PluginRegistry::PluginRegistry(HostServices* services) : services_(services) {}
 
+// Recorded, not logged: LoadLibrary's caller has the status and says it
+// once; Discover, whose callers do not, logs what it skipped.
 void PluginRegistry::Skip(const fs::path& path, Status reason) {
-  spdlog::warn("skipping plugin {}: {}", path.string(), reason.message());
   skipped_.push_back(SkippedPlugin{path, std::move(reason)});
 }
 
@@ -63,6 +64,14 @@ Status PluginRegistry::LoadLibrary(const fs::path& path) {
 }
 
 void PluginRegistry::Discover(const DiscoveryOptions& options) {
+  const size_t skipped_before = skipped_.size();
+  DiscoverInto(options);
+  for (size_t i = skipped_before; i < skipped_.size(); ++i) {
+    spdlog::warn("skipping plugin {}: {}", skipped_[i].path.string(), skipped_[i].reason.message());
+  }
+}
+
+void PluginRegistry::DiscoverInto(const DiscoveryOptions& options) {
   std::vector<fs::path> dirs = options.plugin_dirs;
   if (options.use_environment) {
     if (const char* env = std::getenv("SHARDREC_PLUGIN_PATH"); env != nullptr) {

@@ -1,14 +1,22 @@
 // Command-line plumbing shared by the subcommands (see cli.h).
 #include "cli.h"
 
+#include "shardrec/core/plugin_objects.h"
+
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 
 namespace shardrec::cli {
+
+po::typed_value<double>* DoubleValue(double* v) {
+  return po::value(v)->default_value(*v, fmt::format("{}", *v));
+}
 
 void AddGlobalOptions(po::options_description& desc, GlobalOptions* g) {
   desc.add_options()
@@ -32,6 +40,62 @@ void AddGlobalOptions(po::options_description& desc, GlobalOptions* g) {
 
 namespace {
 
+// Words of `text` in lines of at most `width` characters. A word is never
+// cut (Boost's own formatter cuts one when it would leave a line under half
+// full, which split paths such as docs/managed_collision.md); a word longer
+// than `width` gets a line of its own.
+std::vector<std::string> Wrap(const std::string& text, size_t width) {
+  std::vector<std::string> lines;
+  std::string line;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    start = end + 1;
+    if (word.empty()) continue;
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      lines.push_back(line);
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+void PrintOptions(std::ostream& os, const po::options_description& desc) {
+  constexpr size_t kLine = 100, kMaxNameColumn = 40;
+  std::vector<std::pair<std::string, std::string>> rows;
+  size_t name_width = 0;
+  for (const auto& o : desc.options()) {
+    std::string name = "  " + o->format_name() + " " + o->format_parameter();
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    name_width = std::max(name_width, name.size());
+    rows.emplace_back(std::move(name), o->description());
+  }
+  const size_t column = std::min(name_width + 2, kMaxNameColumn);
+  os << "options:\n";
+  for (const auto& [name, text] : rows) {
+    const std::vector<std::string> lines = Wrap(text, kLine - column);
+    os << name;
+    size_t at = name.size();
+    if (at + 1 > column) {  // a long name: its description starts on the next line
+      os << "\n";
+      at = 0;
+    }
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (i > 0) at = 0;
+      os << std::string(column - at, ' ') << lines[i] << "\n";
+    }
+    if (lines.empty()) os << "\n";
+  }
+}
+
+namespace {
+
 // SHARDREC_PLUGIN_DIR -> plugin-dir, for options that exist in `desc`.
 // SHARDREC_PLUGIN_PATH is read by the registry itself, not here.
 std::string EnvToOption(const po::options_description& desc, const std::string& env) {
@@ -51,12 +115,13 @@ bool Parse(const std::string& command, const std::vector<std::string>& args,
            po::variables_map* vm, int* exit_code, const std::string& usage_tail) {
   try {
     po::command_line_parser parser(args);
-    parser.options(desc);
+    parser.options(desc).style(kCommandLineStyle);
     if (positional) parser.positional(*positional);
     po::store(parser.run(), *vm);
     if (vm->count("help")) {
-      std::cout << "usage: shardrec " << command << " [options]" << usage_tail << "\n\n"
-                << desc << "\n";
+      std::cout << "usage: shardrec " << command << " [options]" << usage_tail << "\n\n";
+      PrintOptions(std::cout, desc);
+      std::cout << "\n";
       *exit_code = kExitOk;
       return false;
     }
@@ -127,6 +192,25 @@ bool OpenSession(const std::string& command, const GlobalOptions& g, bool discov
     }
   }
   return true;
+}
+
+void PrintLine(std::ostream& os, const std::string& line) {
+  static std::mutex mu;
+  const std::string whole = line + "\n";
+  std::lock_guard<std::mutex> lock(mu);
+  os.write(whole.data(), static_cast<std::streamsize>(whole.size()));
+  os.flush();
+}
+
+Status CheckKernelsTakeOptimizer(const PluginRegistry& registry, const std::vector<std::string>& kernels,
+                                 int32_t optimizer) {
+  for (const std::string& name : kernels) {
+    SR_ASSIGN_OR_RETURN(ComponentRef ref, registry.Find(SR_KIND_KERNEL, name));
+    if (Status s = CheckKernelOptimizer(ref, optimizer); !s.ok()) {
+      return Status(s.code(), s.message() + "; choose one of those with --optimizer, or another --kernel");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace shardrec::cli

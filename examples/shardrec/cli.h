@@ -6,6 +6,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,19 @@ struct Command {
 };
 const std::vector<Command>& Commands();
 
+// Boost's command-line style without prefix guessing: `--sharde` is an
+// unknown option, not `--sharder`.
+inline constexpr int kCommandLineStyle =
+    po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+
+// A floating-point flag bound to `v`, its default printed as people write
+// it ("1e-05", "0.3"; Boost would print 1.0000000000000001e-05).
+po::typed_value<double>* DoubleValue(double* v);
+
+// `desc`'s options as help: names, then descriptions wrapped at word
+// boundaries (never inside a word, unlike Boost's formatter).
+void PrintOptions(std::ostream& os, const po::options_description& desc);
+
 // Adds the global options to `desc`, bound to `g`.
 void AddGlobalOptions(po::options_description& desc, GlobalOptions* g);
 
@@ -65,5 +79,16 @@ struct HostSession {
 // plugins they name. On a malformed flag prints the error and returns false.
 bool OpenSession(const std::string& command, const GlobalOptions& g, bool discover,
                  HostSession* session);
+
+// Writes `line` and a newline to `os` whole, under one process-wide lock:
+// ranks running as threads print without interleaving mid-line.
+void PrintLine(std::ostream& os, const std::string& line);
+
+// Refuses, before any work, a kernel that lacks the optimizer asked for:
+// each of `kernels` must be found and list `optimizer` (SR_OPTIMIZER_*) in
+// its "optimizers" attribute. The message names the kernel, what it has,
+// and the flag to change.
+Status CheckKernelsTakeOptimizer(const PluginRegistry& registry, const std::vector<std::string>& kernels,
+                                 int32_t optimizer);
 
 }  // namespace shardrec::cli

@@ -30,7 +30,7 @@ int RunBenchComm(const std::vector<std::string>& args) {
       ("bytes", po::value(&c.bytes)->default_value(c.bytes),
        "send buffer per rank in bytes (all_gather_v: receive buffer)")
       ("small-bytes", po::value(&c.small_bytes)->default_value(c.small_bytes), "size of the latency measurement")
-      ("min-time", po::value(&c.min_time)->default_value(c.min_time), "seconds per measurement")
+      ("min-time", DoubleValue(&c.min_time), "seconds per measurement")
       ("reps", po::value(&c.reps)->default_value(c.reps), "measurements (best and median are reported)")
       ("no-baseline", po::bool_switch(&no_baseline), "skip the direct-Gloo / memcpy baseline");
   po::variables_map vm;
@@ -69,7 +69,7 @@ int RunBenchComm(const std::vector<std::string>& args) {
       if (!g.json) std::cerr << "  " << line << "\n";
     });
     if (!result.ok()) {
-      std::cerr << "rank " << group.rank() << ": " << result.status().message() << "\n";
+      PrintLine(std::cerr, "rank " + std::to_string(group.rank()) + ": " + result.status().message());
       return kExitFailure;
     }
     if (group.rank() != 0) return kExitOk;

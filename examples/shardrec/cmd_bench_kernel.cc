@@ -45,7 +45,7 @@ int RunBenchKernel(const std::vector<std::string>& args) {
        "[,lr=...,eps=...]")
       ("threads", po::value(&c.threads)->default_value(0), "threads for the probe and the kernel (0: all cores)")
       ("weighted", po::bool_switch(&c.weighted), "per-id weights")
-      ("min-time", po::value(&c.min_time)->default_value(c.min_time), "seconds per measurement")
+      ("min-time", DoubleValue(&c.min_time), "seconds per measurement")
       ("reps", po::value(&c.reps)->default_value(c.reps), "measurements (best and median are reported)");
   po::variables_map vm;
   int code = kExitOk;
@@ -82,6 +82,9 @@ int RunBenchKernel(const std::vector<std::string>& args) {
   if (!OpenSession("bench kernel", g, /*discover=*/true, &session)) return kExitUsage;
   auto ref = session.registry.Find(SR_KIND_KERNEL, kernel_name);
   if (!ref.ok()) return fail(ref.status().message());
+  if (Status st = CheckKernelsTakeOptimizer(session.registry, {kernel_name}, c.optimizer); !st.ok()) {
+    return fail(st.message());
+  }
   c.kernel_options = session.plugin_options.For("kernel", kernel_name);
   const bool user_threads = [&] {
     for (const auto& [k, v] : c.kernel_options.items()) {

@@ -84,7 +84,7 @@ int RunBenchMc(const std::vector<std::string>& args) {
       ("batch", po::value(&stream.batch)->default_value(stream.batch), "--stream: ids per training step")
       ("eviction-interval", po::value(&stream.eviction_interval)->default_value(stream.eviction_interval),
        "--stream: steps between eviction rounds")
-      ("alpha", po::value(&stream.alpha)->default_value(stream.alpha),
+      ("alpha", DoubleValue(&stream.alpha),
        "--stream: power-law exponent of id popularity (> 1; larger = hotter head)");
   po::variables_map vm;
   int code = kExitOk;

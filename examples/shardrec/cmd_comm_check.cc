@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
@@ -93,16 +94,18 @@ int RunCommCheck(const std::vector<std::string>& args) {
     // do not interleave within a line.
     std::string failures;
     for (const std::string& f : report.failures) failures += "FAILED " + f + "\n";
-    std::cerr << failures << std::flush;
+    if (!failures.empty()) {
+      failures.pop_back();  // PrintLine adds the last newline
+      PrintLine(std::cerr, failures);
+    }
     if (g.json) {
       nlohmann::json j = {{"rank", group.rank()}, {"world_size", group.world_size()}, {"comm", group.backend()},
                           {"passed", report.passed}, {"failures", report.failures}, {"seconds", secs}};
-      std::cout << j.dump() << "\n";
+      PrintLine(std::cout, j.dump());
     } else {
-      std::cout << ("rank " + std::to_string(group.rank()) + " of " + std::to_string(group.world_size()) + " (" +
-                    group.backend() + "): " + std::to_string(report.passed) + " checks passed, " +
-                    std::to_string(report.failures.size()) + " failed in " + std::to_string(secs) + " s\n")
-                << std::flush;
+      PrintLine(std::cout, fmt::format("rank {} of {} ({}): {} checks passed, {} failed in {:.3f} s", group.rank(),
+                                       group.world_size(), group.backend(), report.passed, report.failures.size(),
+                                       secs));
     }
     return report.ok() ? kExitOk : kExitFailure;
   });

@@ -21,6 +21,7 @@
 #include "shardrec/core/modules/embedding_collection.h"
 #include "shardrec/core/tensor/dtype_convert.h"
 #include "shardrec/core/tensor/npy.h"
+#include "shardrec/core/text/counted.h"
 
 namespace shardrec::cli {
 
@@ -147,6 +148,9 @@ int RunEmbed(const std::vector<std::string>& args) {
     auto spec = OptimizerSpec::Parse(f.optimizer);
     if (!spec.ok()) return Fail("--optimizer: " + spec.status().message());
     options.optimizer = spec.value();
+    if (Status st = CheckKernelsTakeOptimizer(session.registry, {f.kernel}, options.optimizer.optimizer); !st.ok()) {
+      return Fail(st.message());
+    }
   }
   auto kjt = ReadKjtDir(f.batch);
   if (!kjt.ok()) return Fail(kjt.status().message());
@@ -219,7 +223,8 @@ int RunEmbed(const std::vector<std::string>& args) {
 int WriteEmbedOutputs(const EmbedOutputs& r, const EmbedFlags& f, const GlobalOptions& g, const KeyedJaggedTensor& kjt,
                       const EmbeddingModuleOptions& options, double seconds, const std::string& how) {
   // Everything is computed: now write.
-  const fs::path out_dir = f.out;
+  // "out/" and "out" name the same directory: print "out/values.npy", never "out//values.npy".
+  const fs::path out_dir = fs::path(f.out).lexically_normal();
   if (r.pooled) {
     if (Status s = WriteKeyedTensorDir(out_dir, *r.pooled); !s.ok()) return Fail(s.message());
   }
@@ -258,16 +263,16 @@ int WriteEmbedOutputs(const EmbedOutputs& r, const EmbedFlags& f, const GlobalOp
     std::cout << j.dump() << "\n";
   } else {
     if (r.pooled) {
-      std::printf("pooled: %s values %s -> %s/values.npy\n", ShapeString(r.pooled->offset_per_key()).c_str(),
-                  ShapeString(r.pooled->values().shape()).c_str(), out_dir.c_str());
+      std::printf("pooled: %s values %s -> %s\n", ShapeString(r.pooled->offset_per_key()).c_str(),
+                  ShapeString(r.pooled->values().shape()).c_str(), (out_dir / "values.npy").c_str());
     }
     for (const auto& [feature, jt] : r.sequence) {
       std::printf("sequence %s: values %s -> %s\n", feature.c_str(), ShapeString(jt.values.shape()).c_str(),
                   (out_dir / "sequence" / feature).c_str());
     }
     if (!r.updated.empty()) {
-      std::printf("one %s step on %zu table(s) -> %s/tables/\n", options.optimizer.ToString().c_str(),
-                  r.updated.size(), out_dir.c_str());
+      std::printf("one %s step on %s -> %s\n", options.optimizer.ToString().c_str(),
+                  Counted(static_cast<int64_t>(r.updated.size()), "table").c_str(), (out_dir / "tables/").c_str());
     }
     if (r.invalid > 0) {
       std::printf("%lld id(s) outside their table were treated as absent (--bounds-check %s)\n",

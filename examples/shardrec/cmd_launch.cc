@@ -102,14 +102,14 @@ int RunLaunch(const std::vector<std::string>& args) {
       ("master-addr", po::value(&f.master_addr)->default_value(f.master_addr), "MASTER_ADDR for the ranks")
       ("master-port", po::value(&f.master_port)->default_value(f.master_port),
        "MASTER_PORT for the ranks (0: a free port of this host)")
-      ("grace", po::value(&f.grace)->default_value(f.grace),
+      ("grace", DoubleValue(&f.grace),
        "seconds between SIGTERM and SIGKILL when stopping the ranks");
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("launch", own, desc, nullptr, &vm, &code, kUsageTail)) return code;
   // Program_options drops words that are not options; here such a word is
   // almost surely a command missing its "--".
-  for (const po::option& o : po::command_line_parser(own).options(desc).run().options) {
+  for (const po::option& o : po::command_line_parser(own).options(desc).style(kCommandLineStyle).run().options) {
     if (o.position_key >= 0 && !o.original_tokens.empty()) {
       return UsageError("'" + o.original_tokens[0] +
                         "' is not a launch option; the command the ranks run goes after '--'");

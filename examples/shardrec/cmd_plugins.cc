@@ -1,4 +1,4 @@
-// `shardrec plugins list`, `shardrec plugins check` and the default job
+// `shardrec plugins list`, `shardrec plugins check` and `shardrec plugins`
 // (list what was found, then run the conformance kit on it).
 #include <nlohmann/json.hpp>
 
@@ -192,19 +192,19 @@ int RunPluginsCheck(const std::vector<std::string>& args) {
   return totals.failed == 0 && totals.unloadable == 0 ? kExitOk : kExitFailure;
 }
 
-int RunDefault(const std::vector<std::string>& args) {
+int RunPlugins(const std::vector<std::string>& args) {
   GlobalOptions g;
-  po::options_description desc("options");
+  po::options_description desc("plugins options");
   AddGlobalOptions(desc, &g);
   po::variables_map vm;
   int code = kExitOk;
-  if (!Parse("", args, desc, nullptr, &vm, &code,
-             "\n\nThe embedded default job: discover plugins, list them, and run the conformance "
-             "kit on each.\nSee 'shardrec --help' for the commands")) {
+  if (!Parse("plugins", args, desc, nullptr, &vm, &code,
+             "\n\nDiscovers plugins, lists them, and runs the conformance kit on each ('plugins list'\n"
+             "only lists; 'plugins check PATH...' checks libraries given by path)")) {
     return code;
   }
   HostSession session;
-  if (!OpenSession("", g, /*discover=*/true, &session)) return kExitUsage;
+  if (!OpenSession("plugins", g, /*discover=*/true, &session)) return kExitUsage;
   const PluginRegistry& registry = session.registry;
   CheckTotals totals;
   if (!g.json) {
@@ -221,7 +221,7 @@ int RunDefault(const std::vector<std::string>& args) {
     std::cout << TotalsLine(totals) << "\n";
   }
   if (registry.libraries().empty()) {
-    std::cerr << "shardrec: no plugins found; give --plugin-dir DIR or set SHARDREC_PLUGIN_PATH\n";
+    std::cerr << "shardrec plugins: no plugins found; give --plugin-dir DIR or set SHARDREC_PLUGIN_PATH\n";
     return kExitFailure;
   }
   return totals.failed == 0 ? kExitOk : kExitFailure;

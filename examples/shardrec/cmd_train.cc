@@ -23,6 +23,7 @@
 #include "comm_job.h"
 #include "commands.h"
 #include "progress.h"
+#include "shardrec/core/text/counted.h"
 #include "shardrec/core/launch/dist_env.h"
 #include "shardrec/core/managed_collision/managed_collision_embedding.h"
 #include "shardrec/core/modules/embedding_bag_collection.h"
@@ -95,8 +96,11 @@ struct Diff {
 };
 
 struct RankResult {
-  double seconds = 0;                // rank 0: the timed steps
-  std::vector<double> step_seconds;  // rank 0
+  // Every rank's seconds in its timed steps (forward + backward, managed
+  // collision's remap included); all ranks start them together.
+  std::vector<double> rank_seconds;
+  double seconds = 0;                // the slowest rank's: the job's time
+  std::vector<double> step_seconds;  // rank 0's, per step
   std::vector<int64_t> lookups, bytes;
   std::vector<ShardedStepTimes> times;
   std::vector<double> remap_seconds;  // managed collision, per rank
@@ -148,6 +152,10 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   for (const auto& t : tables) width += t.embedding_dim * static_cast<int64_t>(t.feature_names.size());
   Progress progress(f.steps, show);
   int64_t lookups = 0;
+  double my_seconds = 0;
+  // Every rank starts its clock together (rank 0 made the reference and
+  // printed the plan), so no rank's input dist times a peer's set-up.
+  SR_RETURN_IF_ERROR(group.Barrier().WithContext("before the first step"));
   for (int64_t step = 0; step < f.steps; ++step) {
     const KeyedJaggedTensor batch = data.Batch(me, step, f.batch);
     lookups += static_cast<int64_t>(batch.values().size());
@@ -155,7 +163,7 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     SR_ASSIGN_OR_RETURN(KeyedTensor out, mc ? mc->Forward(batch, /*training=*/true) : ebc.Forward(batch));
     SR_RETURN_IF_ERROR(ebc.Backward(data.Gradient(me * f.batch, f.batch, width, step), step + 1));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    result.seconds += secs;
+    my_seconds += secs;
     result.step_seconds.push_back(secs);
     progress.Step(step + 1, static_cast<double>(world * f.batch) / secs);
     if (f.verify) {
@@ -169,7 +177,14 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
         result.verify->output.Add(all, want.values());
         SR_RETURN_IF_ERROR(ref ? ref->Backward(global, grad, step + 1) : mc_ref->Backward(grad, step + 1));
       }
+      // The other ranks wait here, untimed, while rank 0 runs the reference.
+      SR_RETURN_IF_ERROR(group.Barrier().WithContext("after the reference step"));
     }
+  }
+  SR_ASSIGN_OR_RETURN(auto ns_per_rank, AllGatherValues(group, static_cast<int64_t>(my_seconds * 1e9)));
+  for (int64_t n : ns_per_rank) {
+    result.rank_seconds.push_back(static_cast<double>(n) * 1e-9);
+    result.seconds = std::max(result.seconds, result.rank_seconds.back());
   }
   if (f.verify) {
     for (size_t t = 0; t < tables.size(); ++t) {
@@ -213,15 +228,22 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
   const double samples = static_cast<double>(world * f.batch * f.steps);
   int64_t lookups = 0;
   for (int64_t l : r.lookups) lookups += l;
+  // The split: each phase's mean over ranks, as a share of the ranks' mean
+  // timed seconds; "other" is what no phase covers (managed collision's
+  // remap, assembling outputs), so the shares add to 100%.
   ShardedStepTimes mean;
-  for (const auto& t : r.times) {
+  double mean_seconds = 0;
+  for (size_t i = 0; i < r.times.size(); ++i) {
+    const auto& t = r.times[i];
     mean.input_dist += t.input_dist / world;
     mean.lookup += t.lookup / world;
     mean.output_dist += t.output_dist / world;
     mean.backward += t.backward / world;
+    mean_seconds += r.rank_seconds[i] / world;
   }
-  const double split_total = mean.input_dist + mean.lookup + mean.output_dist + mean.backward;
-  auto pct = [&](double x) { return split_total > 0 ? 100.0 * x / split_total : 0.0; };
+  const double other =
+      std::max(0.0, mean_seconds - (mean.input_dist + mean.lookup + mean.output_dist + mean.backward));
+  auto pct = [&](double x) { return mean_seconds > 0 ? 100.0 * x / mean_seconds : 0.0; };
   if (json) {
     nlohmann::json j = {{"world_size", world},
                         {"comm", group.backend()},
@@ -235,8 +257,10 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                         {"samples_per_s", samples / r.seconds},
                         {"lookups_per_s", static_cast<double>(lookups) / r.seconds},
                         {"step_samples_per_s", nlohmann::json::array()},
+                        {"seconds_per_rank", r.rank_seconds},
                         {"time_split_s", {{"input_dist", mean.input_dist}, {"lookup", mean.lookup},
-                                          {"output_dist", mean.output_dist}, {"backward", mean.backward}}},
+                                          {"output_dist", mean.output_dist}, {"backward", mean.backward},
+                                          {"other", other}, {"rank_mean", mean_seconds}}},
                         {"bytes_per_rank", r.bytes},
                         {"plan", nlohmann::json::parse(PlanToJson(plan))}};
     for (double s : r.step_seconds) j["step_samples_per_s"].push_back(static_cast<double>(world * f.batch) / s);
@@ -265,12 +289,15 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
     return;
   }
   std::string out;
-  out += fmt::format("done: {} steps in {:.3f} s: {} samples/s, {} lookups/s ({} ranks together)\n", f.steps,
-                     r.seconds, Rate(samples / r.seconds), Rate(static_cast<double>(lookups) / r.seconds), world);
-  out += fmt::format("time split (mean over ranks): input dist {:.1f}% ({:.3f} s), lookup {:.1f}% ({:.3f} s), "
-                     "output dist {:.1f}% ({:.3f} s), backward {:.1f}% ({:.3f} s); output dist: {}\n",
-                     pct(mean.input_dist), mean.input_dist, pct(mean.lookup), mean.lookup, pct(mean.output_dist),
-                     mean.output_dist, pct(mean.backward), mean.backward, r.output_dist);
+  out += fmt::format("done: {} in {:.3f} s (the slowest rank): {} samples/s, {} lookups/s ({} together)\n",
+                     Counted(f.steps, "step"), r.seconds, Rate(samples / r.seconds),
+                     Rate(static_cast<double>(lookups) / r.seconds), Counted(world, "rank"));
+  out += fmt::format("time split (mean over ranks, {:.3f} s): input dist {:.1f}% ({:.3f} s), lookup {:.1f}% ({:.3f} s), "
+                     "output dist {:.1f}% ({:.3f} s), backward {:.1f}% ({:.3f} s), other {:.1f}% ({:.3f} s); "
+                     "output dist: {}\n",
+                     mean_seconds, pct(mean.input_dist), mean.input_dist, pct(mean.lookup), mean.lookup,
+                     pct(mean.output_dist), mean.output_dist, pct(mean.backward), mean.backward, pct(other), other,
+                     r.output_dist);
   if (!r.mc_stats.empty()) {
     double remap = 0;
     for (double s : r.remap_seconds) remap += s / world;
@@ -293,7 +320,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                        v.output.abs, v.weights.abs, v.state.abs,
                        std::max({v.output.scaled, v.weights.scaled, v.state.scaled}), f.tolerance,
                        v.Within(f.tolerance) ? "OK" : "DIFFERENT");
-    out += "  (with --verify, rank 0 runs the unsharded steps between sharded ones: timings include that)\n";
+    out += "  (with --verify, rank 0 runs the unsharded steps between the timed sharded ones; they are not timed)\n";
   }
   std::cout << out << std::flush;
 }
@@ -335,7 +362,7 @@ int RunTrain(const std::vector<std::string>& args) {
       ("verify", po::bool_switch(&f.verify),
        "also run every step unsharded on rank 0 and print the largest |difference| of outputs, weights and "
        "optimizer state (exit 1 when one exceeds --tolerance x max(1, |value|))")
-      ("tolerance", po::value(&f.tolerance)->default_value(f.tolerance), "--verify's allowed difference")
+      ("tolerance", DoubleValue(&f.tolerance), "--verify's allowed difference")
       ("managed-collision", po::value(&f.managed_collision)->composing(),
        "TABLE:KEY=VALUE,... managed collision for a table (repeatable): zch_size (default: the table's rows "
        "less mch_size), eviction_interval, policy (lru, lfu, distance_lfu, a component name or path/to/lib.so), "
@@ -433,6 +460,15 @@ int RunTrain(const std::vector<std::string>& args) {
   HostSession session;
   if (!OpenSession("train", g, /*discover=*/true, &session)) return kExitUsage;
   options.kernel_options = session.plugin_options.For("kernel", f.kernel);
+  std::vector<std::string> kernels{f.kernel};
+  if (spec) {
+    for (const auto& [table, sharding] : *spec) {
+      if (!sharding.compute_kernel.empty()) kernels.push_back(sharding.compute_kernel);
+    }
+  }
+  if (Status st = CheckKernelsTakeOptimizer(session.registry, kernels, options.optimizer.optimizer); !st.ok()) {
+    return fail(st.message());
+  }
   for (auto& [name, config] : managed.value()) {
     auto policy = ResolveEvictionPolicy(session.registry, config.policy);
     if (!policy.ok()) return fail("table " + name + ": eviction policy: " + policy.status().message());
@@ -453,6 +489,7 @@ int RunTrain(const std::vector<std::string>& args) {
     req.default_kernel = f.kernel;
     req.spec = spec;
     req.sharder = f.sharder;
+    req.sharder_options = session.plugin_options.ForKind("sharder");
     if (memory_per_rank > 0) req.memory_bytes_per_rank.assign(static_cast<size_t>(group.world_size()), memory_per_rank);
     const int32_t opt = options.optimizer.optimizer;
     req.state_bytes_per_row = [opt](const EmbeddingTableConfig& t) {
@@ -468,17 +505,17 @@ int RunTrain(const std::vector<std::string>& args) {
         if (!file) return fail("--plan-out: cannot write " + f.plan_out, kExitFailure);
       }
       if (!g.json) {
-        std::cout << fmt::format("shardrec train: {} ranks ({}), kernel {}, {} tables, {} steps of {} samples per rank, "
-                                 "{}, optimizer {}\n",
-                                 group.world_size(), group.backend(), f.kernel, tables->size(), f.steps, f.batch,
-                                 data->Describe(), options.optimizer.ToString())
+        std::cout << fmt::format("shardrec train: {} ({}), kernel {}, {}, {} of {} per rank, {}, optimizer {}\n",
+                                 Counted(group.world_size(), "rank"), group.backend(), f.kernel,
+                                 Counted(static_cast<int64_t>(tables->size()), "table"), Counted(f.steps, "step"),
+                                 Counted(f.batch, "sample"), data->Describe(), options.optimizer.ToString())
                   << FormatPlan(plan.value()) << std::flush;
       }
     }
     auto result = TrainRank(group, session, f, tables.value(), data.value(), plan.value(), managed.value(), options, lead);
     if (!result.ok()) {
       std::lock_guard<std::mutex> lock(out);
-      std::cerr << "shardrec train: rank " << group.rank() << ": " << result.status().message() << "\n";
+      PrintLine(std::cerr, "shardrec train: rank " + std::to_string(group.rank()) + ": " + result.status().message());
       return kExitFailure;
     }
     if (!lead) return kExitOk;

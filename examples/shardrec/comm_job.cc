@@ -15,7 +15,8 @@ namespace shardrec::cli {
 void AddCommOptions(po::options_description& desc, CommFlags* f) {
   desc.add_options()
       ("comm", po::value(&f->comm)->default_value(f->comm),
-       "comm backend: local (ranks as threads of this process) or gloo (processes and hosts over TCP)")
+       "comm backend: local (ranks as threads of this process), gloo (processes and hosts over TCP), nccl (one "
+       "process per GPU), or a plugin's")
       ("world-size", po::value(&f->world_size)->default_value(0),
        "ranks to run when no launcher started this process (0: 1, or the launcher's)")
       ("rdzv", po::value(&f->rdzv),
@@ -32,7 +33,7 @@ namespace {
 // not join.
 int Finish(int rank, StatusOr<ProcessGroup> group, const RankBody& body) {
   if (!group.ok()) {
-    std::cerr << "rank " << rank << ": cannot join the job: " << group.status().message() << "\n";
+    PrintLine(std::cerr, "rank " + std::to_string(rank) + ": cannot join the job: " + group.status().message());
     return kExitFailure;
   }
   return body(group.value());
@@ -53,8 +54,13 @@ int RunGroup(const HostSession& session, const ProcessGroupConfig& config, const
 int RunOnRanks(const std::string& command_words, const std::vector<std::string>& args, const CommFlags& flags,
                const HostSession& session, const RankBody& body) {
   const std::string me = "shardrec " + command_words + ": ";
-  if (flags.timeout_ms <= 0 || flags.world_size < 0) {
-    std::cerr << me << "--timeout-ms must be positive and --world-size non-negative\n";
+  if (flags.world_size < 0) {
+    std::cerr << me << "--world-size must be >= 0 (0: one rank, or the launcher's world), got " << flags.world_size
+              << "\n";
+    return kExitUsage;
+  }
+  if (flags.timeout_ms <= 0) {
+    std::cerr << me << "--timeout-ms must be positive, got " << flags.timeout_ms << "\n";
     return kExitUsage;
   }
   // comm check and bench comm measure the backend on host buffers, which

@@ -7,7 +7,7 @@
 
 namespace shardrec::cli {
 
-int RunDefault(const std::vector<std::string>& args);       // no subcommand
+int RunPlugins(const std::vector<std::string>& args);       // plugins (list + conformance kit)
 int RunPluginsList(const std::vector<std::string>& args);   // plugins list
 int RunPluginsCheck(const std::vector<std::string>& args);  // plugins check
 int RunBenchAbi(const std::vector<std::string>& args);      // bench abi
@@ -16,7 +16,7 @@ int RunEmbed(const std::vector<std::string>& args);         // embed
 int RunLaunch(const std::vector<std::string>& args);        // launch
 int RunCommCheck(const std::vector<std::string>& args);     // comm check
 int RunBenchComm(const std::vector<std::string>& args);     // bench comm
-int RunTrain(const std::vector<std::string>& args);         // train
+int RunTrain(const std::vector<std::string>& args);         // train, and no subcommand (the main job)
 int RunReplayEvictions(const std::vector<std::string>& args);  // replay-evictions
 int RunBenchMc(const std::vector<std::string>& args);       // bench mc
 

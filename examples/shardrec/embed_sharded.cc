@@ -17,6 +17,7 @@
 #include "shardrec/core/sharding/sharding_plan.h"
 #include "shardrec/core/tensor/dtype_convert.h"
 #include "shardrec/core/tensor/npy.h"
+#include "shardrec/core/text/counted.h"
 #include "shardrec/sdk/optimizer.hpp"
 
 namespace shardrec::cli {
@@ -35,6 +36,7 @@ StatusOr<ShardingPlan> PlanFor(const HostSession& session, const ProcessGroup& g
   req.ranks_per_host = group.local_world_size();
   req.default_kernel = f.kernel;
   req.sharder = f.sharder;
+  req.sharder_options = session.plugin_options.ForKind("sharder");
   if (spec) {
     // The plan file's entries for this module's tables.
     PlanSpec mine;
@@ -185,13 +187,13 @@ int RunShardedEmbed(const std::vector<std::string>& args, const EmbedFlags& f, c
     EmbedOutputs out;
     if (Status s = EmbedRank(group, session, f, tables, options, kjt, has_grad, &out); !s.ok()) {
       std::lock_guard<std::mutex> lock(mu);
-      std::cerr << "shardrec embed: rank " << group.rank() << ": " << s.message() << "\n";
+      PrintLine(std::cerr, "shardrec embed: rank " + std::to_string(group.rank()) + ": " + s.message());
       return kExitFailure;
     }
     if (group.rank() != 0) return kExitOk;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return WriteEmbedOutputs(out, f, g, kjt, options, seconds,
-                             fmt::format("sharded over {} ranks ({}), kernel '{}'", group.world_size(),
+                             fmt::format("sharded over {} ({}), kernel '{}'", Counted(group.world_size(), "rank"),
                                          group.backend(), f.kernel));
   });
 }

@@ -1,10 +1,11 @@
 // `shardrec`: the host program. It finds plugins, and runs jobs made of them.
 // Subcommands are chosen by their leading words; everything after them is
 // parsed by that subcommand (see cli.h). With no subcommand it runs the
-// embedded default job.
+// main job, `train`, on its embedded default (DESIGN.md: "Running it").
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ const std::vector<Command>& Commands() {
        &RunPluginsList},
       {"plugins check", "run the conformance kit on plugin libraries given by path",
        &RunPluginsCheck},
+      {"plugins", "list the plugins found and run the conformance kit on each", &RunPlugins},
       {"embed", "look up a batch (.npy files) in tables (JSON); optionally one optimizer step",
        &RunEmbed},
       {"bench abi", "cost of one call through the plugin ABI vs a C++ virtual call",
@@ -49,12 +51,13 @@ void PrintTopHelp() {
             << " - sharded embedding tables: a host plus plugins (sharders, compute kernels,\n"
                "comm backends, eviction policies) behind one stable C ABI.\n\n"
                "usage: shardrec [COMMAND] [options]\n\n"
-               "With no command, shardrec runs its embedded default job: it lists the plugins it\n"
-               "found and runs the conformance kit on each of them.\n\n"
+               "With no command, shardrec runs its main job, 'shardrec train', on the embedded\n"
+               "default: sharded training on 2 ranks as threads (options are train's).\n\n"
                "commands:\n";
+  size_t width = 0;
+  for (const Command& c : Commands()) width = std::max(width, c.words.size());
   for (const Command& c : Commands()) {
-    std::cout << "  " << c.words << std::string(16 - std::min<size_t>(15, c.words.size()), ' ')
-              << c.summary << "\n";
+    std::cout << "  " << c.words << std::string(width + 2 - c.words.size(), ' ') << c.summary << "\n";
   }
   std::cout << "\n'shardrec COMMAND --help' shows a command's options. Every option can also be\n"
                "given in a --config file (key = value) or as SHARDREC_<OPTION> in the\n"
@@ -93,7 +96,7 @@ int Dispatch(const std::vector<std::string>& args) {
     std::cerr << "Try 'shardrec --help'.\n";
     return kExitUsage;
   }
-  return RunDefault(args);
+  return RunTrain(args);
 }
 
 }  // namespace

@@ -397,10 +397,7 @@ class ScalarKernel {
     Lookup l{a, sdk::TensorView<const int64_t, 1>(a.offsets, "offsets", {num_bags + 1}),
              sdk::TensorView<const int64_t, 1>(a.indices, "indices"), std::nullopt};
     const int64_t nnz = l.indices.size(0);
-    if (a.per_sample_weights != nullptr) {
-      l.weights.emplace(a.per_sample_weights, "per_sample_weights",
-                        std::initializer_list<int64_t>{nnz});
-    }
+    l.weights = sdk::OptionalTensorView<const float, 1>(a.per_sample_weights, "per_sample_weights", {nnz});
     // Offsets start at 0, never decrease, end at nnz.
     if (l.offsets(0) != 0) {
       throw sdk::InvalidArgument("offsets[0] must be 0, got " + Str(l.offsets(0)));

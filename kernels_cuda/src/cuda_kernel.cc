@@ -18,7 +18,7 @@ namespace {
 using sdk::InvalidArgument;
 
 int g_devices = 0;
-std::string g_no_device_reason = "no CUDA device";
+std::string g_no_device_reason = "no NVIDIA GPU found";
 
 // Smallest b >= 1 with 2^b >= n.
 int BitsFor(uint64_t n) {

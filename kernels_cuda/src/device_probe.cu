@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "device_probe.h"
+#include "shardrec/sdk/gpu_reason.hpp"
 
 namespace shardrec::cuda {
 namespace {
@@ -18,11 +19,11 @@ int CountDevices(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    if (why) *why = "no CUDA device (" + Describe(e) + ")";
+    if (why) *why = sdk::NoGpuReason(static_cast<int>(e), Describe(e));
     cudaGetLastError();  // clear the sticky error
     return 0;
   }
-  if (n == 0 && why) *why = "no CUDA device (the driver reports 0 devices)";
+  if (n == 0 && why) *why = sdk::NoGpuReason(0, "");
   return n;
 }
 

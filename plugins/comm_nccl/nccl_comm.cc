@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "shardrec/sdk/comm.hpp"
+#include "shardrec/sdk/gpu_reason.hpp"
 #include "shardrec/sdk/options.hpp"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
@@ -651,8 +652,7 @@ class NcclComm {
     if (e != cudaSuccess || devices == 0) {
       cudaGetLastError();
       throw sdk::Error(SR_FAILED_PRECONDITION,
-                       "comm nccl: no CUDA device is visible (" +
-                           (e != cudaSuccess ? CudaText(e) : std::string("the driver reports 0 devices")) + ")");
+                       "comm nccl: " + sdk::NoGpuReason(static_cast<int>(e), e != cudaSuccess ? CudaText(e) : ""));
     }
     if (a.device.device_type != kDLCUDA) {
       throw sdk::InvalidArgument("comm nccl moves CUDA tensors: its device must be a CUDA device (DLPack type " +

@@ -33,7 +33,7 @@ def expect(name, cond, detail=""):
 
 check = run("plugins", "check", cuda_so)
 expect("plugins check passes the cuda kernel", check.returncode == 0, check.stdout + check.stderr)
-has_gpu = "no CUDA device" not in check.stdout and "has no CUDA" not in check.stdout
+has_gpu = "no NVIDIA GPU" not in check.stdout and "has no CUDA" not in check.stdout
 print("GPU visible:", has_gpu)
 listed = run("plugins", "list")
 expect("plugins list shows kernel cuda", "cuda" in listed.stdout, listed.stdout)
@@ -42,10 +42,10 @@ if not has_gpu:
     expect("the kit skips creation with the reason", "SKIP  kernel cuda: create" in check.stdout, check.stdout)
     train = run("train", "--kernel", "cuda", "--steps", "1", "--world-size", "1")
     expect("train --kernel cuda fails naming the missing device",
-           train.returncode != 0 and "no CUDA device" in train.stderr, train.stderr)
+           train.returncode != 0 and "no NVIDIA GPU" in train.stderr, train.stderr)
     bench = run("bench", "kernel", "--kernel", "cuda", "--rows", "1000", "--min-time", "0.01", "--reps", "1")
     expect("bench kernel --kernel cuda fails naming the missing device",
-           bench.returncode != 0 and "no CUDA device" in bench.stderr, bench.stderr)
+           bench.returncode != 0 and "no NVIDIA GPU" in bench.stderr, bench.stderr)
     nccl = run("train", "--comm", "nccl", "--world-size", "2", "--steps", "1")
     expect("train --comm nccl is refused before any work (exit 2)",
            nccl.returncode == 2 and "has none" in nccl.stderr, nccl.stderr)

@@ -146,6 +146,10 @@ TEST_P(ShardedEbc, RowWiseEqualsUnsharded) { Matrix("row_wise"); }
 TEST_P(ShardedEbc, ColumnWiseEqualsUnsharded) { Matrix("column_wise"); }
 TEST_P(ShardedEbc, TableRowWiseEqualsUnsharded) { Matrix("table_row_wise"); }
 TEST_P(ShardedEbc, DataParallelEqualsUnshardedWithIdenticalReplicas) { Matrix("data_parallel"); }
+// A sharder with its own route_ids: local rows stand for global rows g with
+// g % world == block, so initial weights, routing and ReadTable go through
+// the learned local-to-global row map.
+TEST_P(ShardedEbc, SelfRoutingCyclicEqualsUnsharded) { Matrix("row_cyclic"); }
 
 TEST_P(ShardedEbc, MixedPlanEqualsUnsharded) {
   Case c;

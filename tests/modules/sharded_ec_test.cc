@@ -177,7 +177,7 @@ class ShardedEc : public ShardedTest {
     c.world = world;
     // Table-row-wise over two hosts where the world allows.
     if (sharder == "table_row_wise" && world % 2 == 0) c.ranks_per_host = world / 2;
-    c.split_t0 = (sharder == "row_wise" && world > 1) || sharder == "column_wise";
+    c.split_t0 = ((sharder == "row_wise" || sharder == "row_cyclic") && world > 1) || sharder == "column_wise";
     // Column-wise's default block (TorchRec's: >= 128 columns) would keep
     // these narrow tables whole: split them, unevenly for t1 and t2.
     if (sharder == "column_wise") {
@@ -201,6 +201,10 @@ TEST_P(ShardedEc, RowWiseEqualsUnsharded) { Matrix("row_wise"); }
 TEST_P(ShardedEc, ColumnWiseEqualsUnsharded) { Matrix("column_wise"); }
 TEST_P(ShardedEc, TableRowWiseEqualsUnsharded) { Matrix("table_row_wise"); }
 TEST_P(ShardedEc, DataParallelEqualsUnshardedWithIdenticalReplicas) { Matrix("data_parallel"); }
+// A sharder with its own route_ids: local rows stand for global rows g with
+// g % world == block, so initial weights, routing and ReadTable go through
+// the learned local-to-global row map.
+TEST_P(ShardedEc, SelfRoutingCyclicEqualsUnsharded) { Matrix("row_cyclic"); }
 
 TEST_P(ShardedEc, MixedPlanEqualsUnsharded) {
   Case c;

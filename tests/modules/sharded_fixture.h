@@ -1,6 +1,6 @@
 // Shared pieces of the sharded-module tests: a registry with the comm
 // backend under test (the test parameter, "local" or "gloo"), the CPU
-// kernel and the built-in sharders; synthetic per-rank batches whose
+// kernel, the built-in sharders and the self-routing row_cyclic fixture; synthetic per-rank batches whose
 // concatenation in rank order is the unsharded run's global batch; and a
 // gradient that is a function of (global sample, column), so each rank
 // computes its own rows of the global gradient.
@@ -29,6 +29,9 @@ class ShardedTest : public RanksTest {
     for (const char* lib : {"libshardrec_sharder_builtin.so", "libshardrec_kernel_cpu.so"}) {
       ASSERT_TRUE(registry_.LoadLibrary(std::filesystem::path(SHARDREC_BUILT_PLUGIN_DIR) / lib).ok()) << lib;
     }
+    // row_cyclic: a sharder that routes ids itself (tests/fixtures/cyclic_sharder.cc).
+    const auto cyclic = std::filesystem::path(SHARDREC_FIXTURE_DIR) / "cyclic" / "libshardrec_sharder_cyclic.so";
+    ASSERT_TRUE(registry_.LoadLibrary(cyclic).ok()) << cyclic;
   }
 
   static EmbeddingTableConfig Table(std::string name, int64_t rows, int64_t dim, std::vector<std::string> features,

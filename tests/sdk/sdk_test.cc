@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "shardrec/sdk/plugin.hpp"
@@ -101,6 +102,42 @@ TEST(SdkGuard, EveryExceptionBecomesAStatus) {
   EXPECT_EQ(StatusCode(s), SR_RESOURCE_EXHAUSTED);
   StatusDestroy(s);
   EXPECT_EQ(Guard([] {}), nullptr);
+}
+
+// A sharder with every optional entry, to reach the adapters' argument checks.
+class AllEntriesSharder {
+ public:
+  explicit AllEntriesSharder(Options&) {}
+  void ShardTable(const sr_shard_table_args&) {}
+  void RouteIds(const sr_route_ids_args&) { ADD_FAILURE() << "route_ids ran with bad arguments"; }
+  void EstimateStorage(const sr_estimate_storage_args&) { ADD_FAILURE() << "estimate_storage ran with bad arguments"; }
+};
+
+// Every adapter entry refuses a NULL handle or NULL args with
+// INVALID_ARGUMENT instead of dereferencing them (route_ids and
+// estimate_storage once did not check).
+TEST(SdkSharderVtable, EveryEntryRefusesNullHandleAndArgs) {
+  const sr_sharder_vtable& vt = SharderVtable<AllEntriesSharder>();
+  ASSERT_NE(vt.route_ids, nullptr);
+  ASSERT_NE(vt.estimate_storage, nullptr);
+  sr_sharder* h = nullptr;
+  ASSERT_EQ(vt.create(sr_named_value_list{nullptr, 0}, &h), nullptr);
+  sr_route_ids_args route{};
+  route.struct_size = sizeof(route);
+  sr_estimate_storage_args estimate{};
+  estimate.struct_size = sizeof(estimate);
+  auto expect_refused = [](sr_status* s, const char* entry) {
+    ASSERT_NE(s, nullptr) << entry;
+    EXPECT_EQ(StatusCode(s), SR_INVALID_ARGUMENT) << entry;
+    EXPECT_NE(std::string(StatusMessage(s)).find(entry), std::string::npos) << StatusMessage(s);
+    StatusDestroy(s);
+  };
+  expect_refused(vt.route_ids(h, nullptr), "route_ids");
+  expect_refused(vt.route_ids(nullptr, &route), "route_ids");
+  expect_refused(vt.estimate_storage(h, nullptr), "estimate_storage");
+  expect_refused(vt.estimate_storage(nullptr, &estimate), "estimate_storage");
+  expect_refused(vt.shard_table(h, nullptr), "shard_table");
+  vt.destroy(h);
 }
 
 }  // namespace

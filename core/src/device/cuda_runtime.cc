@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "shardrec/sdk/gpu_reason.hpp"
+
 #ifdef SHARDREC_CORE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -37,6 +39,7 @@ bool Use(int device) {
 
 cudaStream_t S(void* stream) { return static_cast<cudaStream_t>(stream); }
 
+
 }  // namespace
 
 bool CudaBuilt() { return true; }
@@ -46,10 +49,10 @@ int CudaDeviceCount(std::string* why) {
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    if (why) *why = "no CUDA device (" + Text(e) + ")";
+    if (why) *why = sdk::NoGpuReason(e, Text(e));
     return 0;
   }
-  if (n == 0 && why) *why = "no CUDA device (the driver reports 0 devices)";
+  if (n == 0 && why) *why = sdk::NoGpuReason(0, "");
   return n;
 }
 

@@ -51,6 +51,7 @@ StatusOr<EmbeddingTables> EmbeddingTables::Create(const PluginRegistry& registry
     return InternalError(fmt::format("{} table origins for {} tables", origins.size(), tables.size()));
   }
   SR_ASSIGN_OR_RETURN(ComponentRef ref, registry.Find(SR_KIND_KERNEL, options.kernel));
+  SR_RETURN_IF_ERROR(CheckKernelOptimizer(ref, options.optimizer.optimizer));
   std::vector<sr_kernel_table> ktables(tables.size());
   for (size_t t = 0; t < tables.size(); ++t) {
     sr_kernel_table& k = ktables[t];
@@ -143,6 +144,24 @@ Status EmbeddingTables::ResetRows(int32_t table, std::span<const int64_t> rows) 
   args.table = table;
   args.rows = rows_view.get();
   return kernel_.ResetRows(args);
+}
+
+Status EmbeddingTables::WriteRowWeights(int32_t table, std::span<const int64_t> rows, const Tensor& weights) const {
+  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  const std::string what = "weights of rows of table '" + configs_[static_cast<size_t>(table)].name + "'";
+  SR_RETURN_IF_ERROR(ExpectTensor(weights, what, info.weight_dtype, 2));
+  if (weights.size(0) != static_cast<int64_t>(rows.size()) || weights.size(1) != info.dim) {
+    return InvalidArgumentError(fmt::format("{}: expected shape [{}, {}], got {}", what, rows.size(), info.dim,
+                                            ShapeString(weights.shape())));
+  }
+  if (rows.empty()) return Status::Ok();
+  DLView rows_view(rows.data(), {static_cast<int64_t>(rows.size())});
+  sr_kernel_rows_args args{};
+  args.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
+  args.table = table;
+  args.rows = rows_view.get();
+  args.weights = const_cast<DLTensor*>(&weights.dl());
+  return kernel_.WriteRows(args);
 }
 
 StatusOr<KeyedJaggedTensor> EmbeddingTables::SelectFeatures(const KeyedJaggedTensor& input) const {

@@ -2,6 +2,7 @@
 #include "shardrec/core/modules/rank_tables.h"
 
 #include <map>
+#include <numeric>
 
 #include "shardrec/core/tensor/dtype_convert.h"
 #include "shardrec/sdk/init.hpp"
@@ -43,19 +44,10 @@ StatusOr<RankTables> RankTables::Create(const PluginRegistry& registry, std::vec
   // Pieces whose rows a sharder chose: draw their initial weights at the
   // global rows they stand for.
   for (size_t p = 0; p < st.pieces_.size(); ++p) {
-    const TablePiece& piece = st.pieces_[p];
-    if (piece.global_rows.empty()) continue;
-    const int64_t rows = piece.config.num_embeddings, cols = piece.config.embedding_dim;
-    Tensor w = Tensor::Empty(dtype::kFloat32, {rows, cols});
-    float* out = w.data<float>();
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        out[r * cols + c] = sdk::InitialWeight(base.init_seed, piece.global_rows[static_cast<size_t>(r)],
-                                               piece.origin.col + c, piece.config.init_min(), piece.config.init_max());
-      }
-    }
-    SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(w, ToDLDataType(piece.config.data_type), piece.config.name));
-    SR_RETURN_IF_ERROR(st.WriteWeights(p, typed));
+    if (st.pieces_[p].global_rows.empty()) continue;
+    std::vector<int64_t> all(static_cast<size_t>(st.pieces_[p].config.num_embeddings));
+    std::iota(all.begin(), all.end(), int64_t{0});
+    SR_RETURN_IF_ERROR(st.WriteInitialWeights(p, all, base.init_seed));
   }
   return st;
 }
@@ -122,7 +114,28 @@ Status RankTables::WriteState(size_t p, const Tensor& state) const {
   return groups_[where_[p].group].tables.WriteState(where_[p].table, state);
 }
 Status RankTables::ResetRows(size_t p, std::span<const int64_t> local_rows) const {
-  return groups_[where_[p].group].tables.ResetRows(where_[p].table, local_rows);
+  const EmbeddingTables& tables = groups_[where_[p].group].tables;
+  SR_RETURN_IF_ERROR(tables.ResetRows(where_[p].table, local_rows));
+  // The kernel re-draws a row at its place in the piece (origin + local
+  // row); a piece whose rows a sharder chose stands for other global rows.
+  if (pieces_[p].global_rows.empty() || local_rows.empty()) return Status::Ok();
+  return WriteInitialWeights(p, local_rows, tables.options().init_seed);
+}
+
+Status RankTables::WriteInitialWeights(size_t p, std::span<const int64_t> local_rows, uint64_t seed) const {
+  const TablePiece& piece = pieces_[p];
+  const int64_t n = static_cast<int64_t>(local_rows.size()), cols = piece.config.embedding_dim;
+  Tensor w = Tensor::Empty(dtype::kFloat32, {n, cols});
+  float* out = w.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t global = piece.global_rows[static_cast<size_t>(local_rows[static_cast<size_t>(i)])];
+    for (int64_t c = 0; c < cols; ++c) {
+      out[i * cols + c] = sdk::InitialWeight(seed, global, piece.origin.col + c, piece.config.init_min(),
+                                             piece.config.init_max());
+    }
+  }
+  SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(w, ToDLDataType(piece.config.data_type), piece.config.name));
+  return groups_[where_[p].group].tables.WriteRowWeights(where_[p].table, local_rows, typed);
 }
 
 }  // namespace shardrec

@@ -108,6 +108,12 @@ class DeviceStaging;  // core/src/device/device_staging.h
 // none), else cuda:gpu (gpu < 0: cuda:0).
 DLDevice DeviceFor(const ComponentRef& ref, int gpu);
 
+// Whether a kernel component lists `optimizer` (SR_OPTIMIZER_*) in its
+// "optimizers" attribute; FAILED_PRECONDITION naming the kernel and the
+// optimizers it has otherwise. A kernel that declares no list is taken at
+// its word by create.
+Status CheckKernelOptimizer(const ComponentRef& kernel, int32_t optimizer);
+
 // A kernel object. When its device is a GPU, calls may still pass host
 // tensors: they are staged to the device and outputs copied back before the
 // call returns (DeviceStaging); device tensors pass straight through.

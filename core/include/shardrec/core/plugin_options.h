@@ -42,6 +42,9 @@ class PluginOptions {
   Status Add(const std::string& flag);
   // Options for one component (empty when none were given).
   OptionList For(const std::string& kind, const std::string& name) const;
+  // Options of every component of one kind, by name (e.g. every sharder's,
+  // for PlanRequest::sharder_options).
+  std::map<std::string, OptionList> ForKind(const std::string& kind) const;
   // Every (kind, name) some option was given for.
   std::vector<std::pair<std::string, std::string>> Components() const {
     std::vector<std::pair<std::string, std::string>> out;

@@ -45,7 +45,7 @@ class PluginRegistry {
   // become entries of skipped() and log lines.
   void Discover(const DiscoveryOptions& options);
   // Loads one library (also used by Discover). Error: why it was skipped
-  // (also recorded in skipped()).
+  // (also recorded in skipped(), not logged: the caller reports it once).
   Status LoadLibrary(const std::filesystem::path& path);
 
   const std::vector<std::shared_ptr<PluginLibrary>>& libraries() const { return libraries_; }
@@ -59,6 +59,7 @@ class PluginRegistry {
 
  private:
   void Skip(const std::filesystem::path& path, Status reason);
+  void DiscoverInto(const DiscoveryOptions& options);  // Discover without the log
 
   HostServices* services_;
   std::vector<std::shared_ptr<PluginLibrary>> libraries_;

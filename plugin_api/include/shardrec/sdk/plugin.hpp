@@ -173,12 +173,18 @@ const sr_sharder_vtable& SharderVtable() {
     };
     if constexpr (requires(T& t, const sr_route_ids_args& a) { t.RouteIds(a); }) {
       v.route_ids = [](sr_sharder* s, const sr_route_ids_args* a) {
-        return Guard([&] { reinterpret_cast<T*>(s)->RouteIds(*a); });
+        return Guard([&] {
+          if (s == nullptr || a == nullptr) throw InvalidArgument("route_ids: NULL sharder or args");
+          reinterpret_cast<T*>(s)->RouteIds(*a);
+        });
       };
     }
     if constexpr (requires(T& t, const sr_estimate_storage_args& a) { t.EstimateStorage(a); }) {
       v.estimate_storage = [](sr_sharder* s, const sr_estimate_storage_args* a) {
-        return Guard([&] { reinterpret_cast<T*>(s)->EstimateStorage(*a); });
+        return Guard([&] {
+          if (s == nullptr || a == nullptr) throw InvalidArgument("estimate_storage: NULL sharder or args");
+          reinterpret_cast<T*>(s)->EstimateStorage(*a);
+        });
       };
     }
     return v;

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -131,6 +132,25 @@ class TensorView {
   int64_t shape_[N > 0 ? N : 1] = {};
   int64_t strides_[N > 0 ? N : 1] = {};
 };
+
+// The optional form, for tensors an ABI struct may leave NULL (a lookup's
+// per_sample_weights): std::nullopt when `t` is NULL, else the checked
+// view, e.g.
+//   auto w = sdk::OptionalTensorView<const float, 1>(a.per_sample_weights, "per_sample_weights", {nnz});
+//   const float weight = w ? (*w)(i) : 1.0f;
+template <class T, int N>
+std::optional<TensorView<T, N>> OptionalTensorView(const DLTensor* t, const char* what,
+                                                   std::initializer_list<int64_t> expected = {}) {
+  if (t == nullptr) return std::nullopt;
+  return TensorView<T, N>(t, what, expected);
+}
+// The same for a tensor that must live on `device`.
+template <class T, int N>
+std::optional<TensorView<T, N>> OptionalTensorView(const DLTensor* t, const char* what, DLDevice device,
+                                                   std::initializer_list<int64_t> expected = {}) {
+  if (t == nullptr) return std::nullopt;
+  return TensorView<T, N>(t, what, device, expected);
+}
 
 // A checked 2-D tensor of any element type (fp16/bf16 weight rows, which
 // TensorView cannot name), addressed in bytes; on the CPU, or on `device`

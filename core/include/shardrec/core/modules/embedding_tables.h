@@ -69,6 +69,8 @@ class EmbeddingTables {
   // Re-initialises `rows` (weights as at creation, optimizer state zero):
   // what managed collision does to the rows of evicted ids.
   Status ResetRows(int32_t table, std::span<const int64_t> rows) const;
+  // Writes weights [rows.size(), dim] (the table's dtype) to `rows` only.
+  Status WriteRowWeights(int32_t table, std::span<const int64_t> rows, const Tensor& weights) const;
 
   // The features this group looks up, in table order, with their table.
   struct Feature {

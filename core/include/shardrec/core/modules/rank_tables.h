@@ -46,6 +46,8 @@ class RankTables {
   StatusOr<Tensor> ReadState(size_t piece) const;    // float32 [rows, state_dim]
   Status WriteWeights(size_t piece, const Tensor& weights) const;
   Status WriteState(size_t piece, const Tensor& state) const;
+  // Re-initialises local rows as at creation: at the global rows they
+  // stand for when a sharder chose them (global_rows), optimizer state zero.
   Status ResetRows(size_t piece, std::span<const int64_t> local_rows) const;
 
  private:
@@ -58,6 +60,8 @@ class RankTables {
     int32_t table;
   };
   RankTables() = default;
+  // Writes the initial weights of `local_rows` drawn at their global rows.
+  Status WriteInitialWeights(size_t piece, std::span<const int64_t> local_rows, uint64_t seed) const;
   template <class Call>
   Status ForEachGroup(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
                       Call&& call) const;

@@ -54,6 +54,9 @@ struct PlanRequest {
   std::string default_kernel = "cpu";
   std::optional<PlanSpec> spec;  // from a plan file
   std::string sharder;           // one sharder for every table ("" : the balanced table-wise default)
+  // Component options by sharder name (`--plugin-opt sharder.NAME.KEY=VALUE`),
+  // given to each sharder at create; a key it does not know is an error.
+  std::map<std::string, OptionList> sharder_options;
   // Optimizer state per full row, in bytes (0: none).
   std::function<int64_t(const EmbeddingTableConfig&)> state_bytes_per_row;
 };
@@ -69,6 +72,9 @@ struct ShardingPlan {
   int ranks_per_host = 1;
   std::vector<ShardedTable> tables;     // in the request's table order
   std::vector<int64_t> bytes_per_rank;  // weights + optimizer state
+  // The request's component options, so the sharders that route ids at run
+  // time (ShardLayout) are created as the plan's were.
+  std::map<std::string, OptionList> sharder_options;
 };
 
 StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanRequest& request);
