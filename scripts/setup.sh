@@ -6,7 +6,8 @@
 # Google Benchmark for `shardrec bench`), tests not built. With --tests:
 # also GoogleTest, redis-server, numpy and torch (the reference checks).
 # Environment: SHARDREC_JOBS (parallel jobs, default: nproc),
-# SHARDREC_APT_WAIT (seconds to wait for a held apt/dpkg lock, default 600).
+# SHARDREC_APT_WAIT (seconds to wait for a held apt/dpkg lock, default 600;
+# see scripts/apt_get_waiting.sh).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,26 +37,8 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
-# apt-get, waiting (with a message) while another apt or dpkg holds its
-# lock (e.g. unattended-upgrades on a fresh machine) instead of failing.
-apt_get() {
-  local sudo_cmd=() waited=0 limit="${SHARDREC_APT_WAIT:-600}" log
-  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-  log="$(mktemp)"
-  while true; do
-    if DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get "$@" >"$log" 2>&1; then rm -f "$log"; return 0; fi
-    if grep -qE "Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock" "$log" && ((waited < limit)); then
-      ((waited == 0)) && echo "setup: another apt/dpkg holds its lock; waiting up to ${limit} s ($(grep -m1 -oE 'held by process [0-9]+[^)]*' "$log" || echo 'lock holder unknown'))"
-      sleep 5
-      waited=$((waited + 5))
-      continue
-    fi
-    cat "$log" >&2
-    rm -f "$log"
-    echo "setup: apt-get $* failed" >&2
-    return 1
-  done
-}
+# shellcheck source=scripts/apt_get_waiting.sh
+source "$repo/scripts/apt_get_waiting.sh"
 
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"

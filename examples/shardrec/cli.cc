@@ -1,6 +1,7 @@
 // Command-line plumbing shared by the subcommands (see cli.h).
 #include "cli.h"
 
+#include "shardrec/core/device/cuda_runtime.h"
 #include "shardrec/core/plugin_objects.h"
 
 #include <fmt/format.h>
@@ -117,7 +118,20 @@ bool Parse(const std::string& command, const std::vector<std::string>& args,
     po::command_line_parser parser(args);
     parser.options(desc).style(kCommandLineStyle);
     if (positional) parser.positional(*positional);
-    po::store(parser.run(), *vm);
+    const po::parsed_options parsed = parser.run();
+    // Program_options keeps words that are not options and store() drops
+    // them: `shardrec plugins lsit` would run `plugins`. A command without
+    // positional arguments refuses them instead.
+    if (!positional) {
+      for (const po::option& o : parsed.options) {
+        if (o.position_key >= 0 && !o.original_tokens.empty()) {
+          throw po::error("unexpected argument '" + o.original_tokens[0] + "'" +
+                          (command == "launch" ? " (the command the ranks run goes after '--')"
+                                               : " (options start with --)"));
+        }
+      }
+    }
+    po::store(parsed, *vm);
     if (vm->count("help")) {
       std::cout << "usage: shardrec " << command << " [options]" << usage_tail << "\n\n";
       PrintOptions(std::cout, desc);
@@ -202,12 +216,17 @@ void PrintLine(std::ostream& os, const std::string& line) {
   os.flush();
 }
 
-Status CheckKernelsTakeOptimizer(const PluginRegistry& registry, const std::vector<std::string>& kernels,
+Status CheckKernelsUsable(const PluginRegistry& registry, const std::vector<std::string>& kernels,
                                  int32_t optimizer) {
   for (const std::string& name : kernels) {
     SR_ASSIGN_OR_RETURN(ComponentRef ref, registry.Find(SR_KIND_KERNEL, name));
     if (Status s = CheckKernelOptimizer(ref, optimizer); !s.ok()) {
       return Status(s.code(), s.message() + "; choose one of those with --optimizer, or another --kernel");
+    }
+    std::string why;
+    if (DeviceFor(ref, 0).device_type == kDLCUDA && device::CudaDeviceCount(&why) == 0) {
+      return Status(SR_FAILED_PRECONDITION, "kernel '" + name + "' runs on NVIDIA GPUs and this machine has none (" +
+                                                why + "); use --kernel cpu");
     }
   }
   return Status::Ok();

@@ -84,11 +84,12 @@ bool OpenSession(const std::string& command, const GlobalOptions& g, bool discov
 // ranks running as threads print without interleaving mid-line.
 void PrintLine(std::ostream& os, const std::string& line);
 
-// Refuses, before any work, a kernel that lacks the optimizer asked for:
-// each of `kernels` must be found and list `optimizer` (SR_OPTIMIZER_*) in
-// its "optimizers" attribute. The message names the kernel, what it has,
-// and the flag to change.
-Status CheckKernelsTakeOptimizer(const PluginRegistry& registry, const std::vector<std::string>& kernels,
+// Refuses, before any work (and before ranks start, so it is said once),
+// a kernel that cannot run: each of `kernels` must be found, list
+// `optimizer` (SR_OPTIMIZER_*) in its "optimizers" attribute, and, if it
+// runs only on GPUs, find one. The message names the kernel, what it has
+// or why no GPU is usable, and the flag to change.
+Status CheckKernelsUsable(const PluginRegistry& registry, const std::vector<std::string>& kernels,
                                  int32_t optimizer);
 
 }  // namespace shardrec::cli

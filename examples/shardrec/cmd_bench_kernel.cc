@@ -82,7 +82,7 @@ int RunBenchKernel(const std::vector<std::string>& args) {
   if (!OpenSession("bench kernel", g, /*discover=*/true, &session)) return kExitUsage;
   auto ref = session.registry.Find(SR_KIND_KERNEL, kernel_name);
   if (!ref.ok()) return fail(ref.status().message());
-  if (Status st = CheckKernelsTakeOptimizer(session.registry, {kernel_name}, c.optimizer); !st.ok()) {
+  if (Status st = CheckKernelsUsable(session.registry, {kernel_name}, c.optimizer); !st.ok()) {
     return fail(st.message());
   }
   c.kernel_options = session.plugin_options.For("kernel", kernel_name);

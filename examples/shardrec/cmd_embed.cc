@@ -148,7 +148,7 @@ int RunEmbed(const std::vector<std::string>& args) {
     auto spec = OptimizerSpec::Parse(f.optimizer);
     if (!spec.ok()) return Fail("--optimizer: " + spec.status().message());
     options.optimizer = spec.value();
-    if (Status st = CheckKernelsTakeOptimizer(session.registry, {f.kernel}, options.optimizer.optimizer); !st.ok()) {
+    if (Status st = CheckKernelsUsable(session.registry, {f.kernel}, options.optimizer.optimizer); !st.ok()) {
       return Fail(st.message());
     }
   }

@@ -107,14 +107,6 @@ int RunLaunch(const std::vector<std::string>& args) {
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("launch", own, desc, nullptr, &vm, &code, kUsageTail)) return code;
-  // Program_options drops words that are not options; here such a word is
-  // almost surely a command missing its "--".
-  for (const po::option& o : po::command_line_parser(own).options(desc).style(kCommandLineStyle).run().options) {
-    if (o.position_key >= 0 && !o.original_tokens.empty()) {
-      return UsageError("'" + o.original_tokens[0] +
-                        "' is not a launch option; the command the ranks run goes after '--'");
-    }
-  }
   if (std::optional<std::string> error = CheckFlags(f)) return UsageError(*error);
   if (command.empty()) {
     return UsageError("no command: put the command the ranks run after '--', e.g. "

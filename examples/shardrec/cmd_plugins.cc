@@ -2,6 +2,7 @@
 // (list what was found, then run the conformance kit on it).
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -73,16 +74,25 @@ void PrintPluginsTable(const PluginRegistry& registry, std::ostream& out) {
   const auto components = registry.Components();
   out << components.size() << " plugin component(s) in " << registry.libraries().size()
       << " librar" << (registry.libraries().size() == 1 ? "y" : "ies") << "\n";
-  if (!components.empty()) {
-    out << std::left << std::setw(10) << "KIND" << std::setw(15) << "NAME" << std::setw(9)
-        << "VERSION" << std::setw(5) << "ABI" << "LIBRARY\n";
-  }
+  // Columns as wide as their longest entry (two spaces between): component
+  // names and versions come from third parties.
+  size_t kind_w = 4, name_w = 4, version_w = 7;
   for (const ComponentRef& c : components) {
-    out << std::left << std::setw(10) << KindName(c.kind()) << std::setw(15) << c.name()
-        << std::setw(9) << (c.component->version ? c.component->version : "") << std::setw(5)
-        << c.library->AbiVersion() << c.library->path().string() << "\n";
+    kind_w = std::max(kind_w, std::string(KindName(c.kind())).size());
+    name_w = std::max(name_w, c.name().size());
+    version_w = std::max(version_w, std::string(c.component->version ? c.component->version : "").size());
+  }
+  auto row = [&](const std::string& kind, const std::string& name, const std::string& version,
+                 const std::string& abi, const std::string& library) {
+    out << std::left << std::setw(static_cast<int>(kind_w + 2)) << kind << std::setw(static_cast<int>(name_w + 2))
+        << name << std::setw(static_cast<int>(version_w + 2)) << version << std::setw(5) << abi << library << "\n";
+  };
+  if (!components.empty()) row("KIND", "NAME", "VERSION", "ABI", "LIBRARY");
+  for (const ComponentRef& c : components) {
+    row(KindName(c.kind()), c.name(), c.component->version ? c.component->version : "", c.library->AbiVersion(),
+        c.library->path().string());
     const std::string caps = CapabilitiesText(*c.component);
-    if (!caps.empty()) out << "          " << caps << "\n";
+    if (!caps.empty()) out << std::string(kind_w + 2, ' ') << caps << "\n";
   }
   for (const SkippedPlugin& s : registry.skipped()) {
     out << "skipped " << s.path.string() << ": " << s.reason.message() << "\n";

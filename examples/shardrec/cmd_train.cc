@@ -466,7 +466,7 @@ int RunTrain(const std::vector<std::string>& args) {
       if (!sharding.compute_kernel.empty()) kernels.push_back(sharding.compute_kernel);
     }
   }
-  if (Status st = CheckKernelsTakeOptimizer(session.registry, kernels, options.optimizer.optimizer); !st.ok()) {
+  if (Status st = CheckKernelsUsable(session.registry, kernels, options.optimizer.optimizer); !st.ok()) {
     return fail(st.message());
   }
   for (auto& [name, config] : managed.value()) {

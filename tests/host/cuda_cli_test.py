@@ -41,8 +41,9 @@ expect("plugins list shows kernel cuda", "cuda" in listed.stdout, listed.stdout)
 if not has_gpu:
     expect("the kit skips creation with the reason", "SKIP  kernel cuda: create" in check.stdout, check.stdout)
     train = run("train", "--kernel", "cuda", "--steps", "1", "--world-size", "1")
-    expect("train --kernel cuda fails naming the missing device",
-           train.returncode != 0 and "no NVIDIA GPU" in train.stderr, train.stderr)
+    expect("train --kernel cuda is refused before ranks start, once, naming the missing device",
+           train.returncode == 2 and "no NVIDIA GPU" in train.stderr and train.stderr.count("no NVIDIA GPU") == 1
+           and "rank" not in train.stderr and "insufficient" not in train.stderr, train.stderr)
     bench = run("bench", "kernel", "--kernel", "cuda", "--rows", "1000", "--min-time", "0.01", "--reps", "1")
     expect("bench kernel --kernel cuda fails naming the missing device",
            bench.returncode != 0 and "no NVIDIA GPU" in bench.stderr, bench.stderr)

@@ -57,7 +57,7 @@ with tempfile.TemporaryDirectory() as d:
         ("bad rendezvous kind", ["--rdzv", "tcp://h:1", "--", "true"], "neither file:DIR nor redis:HOST:PORT"),
         ("redis port must be a number", ["--rdzv", "redis:h:port", "--", "true"], "port 'port'"),
         ("no command", ["--nproc-per-node", "2"], "after '--'"),
-        ("command without --", ["--nproc-per-node", "2", "true"], "'true' is not a launch option"),
+        ("command without --", ["--nproc-per-node", "2", "true"], "unexpected argument 'true' (the command the ranks run goes after '--')"),
         ("unknown flag", ["--nprocs-per-node", "2", "--", "true"], "--nprocs-per-node"),
     ]:
         r = run(*args, env=env)

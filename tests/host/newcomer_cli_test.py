@@ -188,6 +188,17 @@ lines = [l for l in r.stdout.splitlines() if l.startswith("  t0 ") or l.startswi
 expect("plan table: a sharder name past 10 characters keeps the columns",
        len(lines) == 2 and lines[0].index("kernel") == lines[1].index("cpu"), r.stdout)
 
+# The plugin table: a 16-character name (the good fixture bundle's
+# fixture_one_rank) once ran into its version.
+good = os.path.join(os.path.dirname(cyclic), "..", "good", "libshardrec_bundle_fixture.so")
+r = run("plugins", "list", "--plugin", good)
+header = next((l for l in r.stdout.splitlines() if l.startswith("KIND")), "")
+rows = [l for l in r.stdout.splitlines() if re.match(r"(sharder|kernel|comm|eviction) ", l)]
+aligned = header and rows and all(l[header.index("VERSION"):].split()[0][0].isdigit()
+                                  and l[header.index("VERSION") - 2:header.index("VERSION")] == "  " for l in rows)
+expect("plugins list: long component names keep the columns", r.returncode == 0 and aligned
+       and any("fixture_one_rank" in l for l in rows), r.stdout)
+
 # plugins check BADPATH: the reason once.
 r = run("plugins", "check", "/nonexistent/libshardrec_eviction_x.so")
 both = r.stdout + r.stderr

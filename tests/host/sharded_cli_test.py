@@ -120,7 +120,8 @@ with tempfile.TemporaryDirectory() as d:
         j = json.loads(r.stdout.strip().splitlines()[-1])
         expect("train --json reports throughput, split and memory",
                j["samples_per_s"] > 0 and len(j["bytes_per_rank"]) == 2 and
-               set(j["time_split_s"]) == {"input_dist", "lookup", "output_dist", "backward"}, r.stdout)
+               set(j["time_split_s"]) == {"input_dist", "lookup", "output_dist", "backward", "other", "rank_mean"},
+               r.stdout)
     except (ValueError, KeyError, IndexError) as e:
         expect("train --json is one JSON object", False, f"{e}: {r.stdout} {r.stderr}")
     for sharder in SHARDERS:

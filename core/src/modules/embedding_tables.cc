@@ -85,42 +85,56 @@ StatusOr<int32_t> EmbeddingTables::TableIndex(const std::string& name) const {
   return Status(SR_NOT_FOUND, fmt::format("no table '{}' (tables: {})", name, fmt::join(names, ", ")));
 }
 
-Status EmbeddingTables::RowsCall(int32_t table, const Tensor* weights, const Tensor* state, bool write) const {
-  const int64_t rows = configs_.at(static_cast<size_t>(table)).num_embeddings;
-  std::vector<int64_t> ids(static_cast<size_t>(rows));
+std::vector<int64_t> EmbeddingTables::AllRows(int32_t table) const {
+  std::vector<int64_t> ids(static_cast<size_t>(configs_.at(static_cast<size_t>(table)).num_embeddings));
   std::iota(ids.begin(), ids.end(), int64_t{0});
-  DLView ids_view(ids.data(), {rows});
+  return ids;
+}
+
+Status EmbeddingTables::RowsCall(int32_t table, std::span<const int64_t> rows, const Tensor* weights,
+                                 const Tensor* state, RowsOp op) const {
+  DLView rows_view(rows.data(), {static_cast<int64_t>(rows.size())});
   sr_kernel_rows_args args{};
   args.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
   args.table = table;
-  args.rows = ids_view.get();
+  args.rows = rows_view.get();
   args.weights = weights ? const_cast<DLTensor*>(&weights->dl()) : nullptr;
   args.state = state ? const_cast<DLTensor*>(&state->dl()) : nullptr;
-  return write ? kernel_.WriteRows(args) : kernel_.ReadRows(args);
+  switch (op) {
+    case RowsOp::kRead: return kernel_.ReadRows(args);
+    case RowsOp::kWrite: return kernel_.WriteRows(args);
+    case RowsOp::kReset: break;
+  }
+  return kernel_.ResetRows(args);
 }
 
 StatusOr<Tensor> EmbeddingTables::ReadWeights(int32_t table) const {
   SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
   Tensor w = Tensor::Empty(info.weight_dtype, {info.num_rows, info.dim});
-  SR_RETURN_IF_ERROR(RowsCall(table, &w, nullptr, false));
+  SR_RETURN_IF_ERROR(RowsCall(table, AllRows(table), &w, nullptr, RowsOp::kRead));
   return w;
 }
 
 Status EmbeddingTables::WriteWeights(int32_t table, const Tensor& weights) const {
+  return WriteRowWeights(table, AllRows(table), weights);
+}
+
+Status EmbeddingTables::WriteRowWeights(int32_t table, std::span<const int64_t> rows, const Tensor& weights) const {
   SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
   const std::string what = "weights of table '" + configs_[static_cast<size_t>(table)].name + "'";
   SR_RETURN_IF_ERROR(ExpectTensor(weights, what, info.weight_dtype, 2));
-  if (weights.size(0) != info.num_rows || weights.size(1) != info.dim) {
-    return InvalidArgumentError(fmt::format("{}: expected shape [{}, {}], got {}", what, info.num_rows, info.dim,
+  if (weights.size(0) != static_cast<int64_t>(rows.size()) || weights.size(1) != info.dim) {
+    return InvalidArgumentError(fmt::format("{}: expected shape [{}, {}], got {}", what, rows.size(), info.dim,
                                             ShapeString(weights.shape())));
   }
-  return RowsCall(table, &weights, nullptr, true);
+  if (rows.empty()) return Status::Ok();
+  return RowsCall(table, rows, &weights, nullptr, RowsOp::kWrite);
 }
 
 StatusOr<Tensor> EmbeddingTables::ReadState(int32_t table) const {
   SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
   Tensor s = Tensor::Empty(dtype::kFloat32, {info.num_rows, info.state_dim});
-  if (info.state_dim > 0) SR_RETURN_IF_ERROR(RowsCall(table, nullptr, &s, false));
+  if (info.state_dim > 0) SR_RETURN_IF_ERROR(RowsCall(table, AllRows(table), nullptr, &s, RowsOp::kRead));
   return s;
 }
 
@@ -133,35 +147,12 @@ Status EmbeddingTables::WriteState(int32_t table, const Tensor& state) const {
                                             info.state_dim, ShapeString(state.shape())));
   }
   if (info.state_dim == 0) return Status::Ok();
-  return RowsCall(table, nullptr, &state, true);
+  return RowsCall(table, AllRows(table), nullptr, &state, RowsOp::kWrite);
 }
 
 Status EmbeddingTables::ResetRows(int32_t table, std::span<const int64_t> rows) const {
   if (rows.empty()) return Status::Ok();
-  DLView rows_view(rows.data(), {static_cast<int64_t>(rows.size())});
-  sr_kernel_rows_args args{};
-  args.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
-  args.table = table;
-  args.rows = rows_view.get();
-  return kernel_.ResetRows(args);
-}
-
-Status EmbeddingTables::WriteRowWeights(int32_t table, std::span<const int64_t> rows, const Tensor& weights) const {
-  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
-  const std::string what = "weights of rows of table '" + configs_[static_cast<size_t>(table)].name + "'";
-  SR_RETURN_IF_ERROR(ExpectTensor(weights, what, info.weight_dtype, 2));
-  if (weights.size(0) != static_cast<int64_t>(rows.size()) || weights.size(1) != info.dim) {
-    return InvalidArgumentError(fmt::format("{}: expected shape [{}, {}], got {}", what, rows.size(), info.dim,
-                                            ShapeString(weights.shape())));
-  }
-  if (rows.empty()) return Status::Ok();
-  DLView rows_view(rows.data(), {static_cast<int64_t>(rows.size())});
-  sr_kernel_rows_args args{};
-  args.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
-  args.table = table;
-  args.rows = rows_view.get();
-  args.weights = const_cast<DLTensor*>(&weights.dl());
-  return kernel_.WriteRows(args);
+  return RowsCall(table, rows, nullptr, nullptr, RowsOp::kReset);
 }
 
 StatusOr<KeyedJaggedTensor> EmbeddingTables::SelectFeatures(const KeyedJaggedTensor& input) const {

@@ -95,7 +95,11 @@ class EmbeddingTables {
  private:
   EmbeddingTables(Kernel kernel, std::vector<EmbeddingTableConfig> configs, EmbeddingModuleOptions options,
                   std::string kernel_name);
-  Status RowsCall(int32_t table, const Tensor* weights, const Tensor* state, bool write) const;
+  enum class RowsOp { kRead, kWrite, kReset };
+  // One read_rows / write_rows / reset_rows call of the kernel on `rows`.
+  Status RowsCall(int32_t table, std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
+                  RowsOp op) const;
+  std::vector<int64_t> AllRows(int32_t table) const;  // 0 .. num_embeddings - 1
   // Fills the host arrays of a lookup over `kjt` (already in features() order).
   struct LookupBuffers {
     std::vector<int32_t> table, pooling;
