@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "embed_job.h"
 #include "shardrec/core/io/batch_dir.h"
+#include "shardrec/core/io/names.h"
 #include "shardrec/core/launch/dist_env.h"
 #include "shardrec/core/modules/embedding_bag_collection.h"
 #include "shardrec/core/modules/embedding_collection.h"
@@ -67,7 +68,7 @@ int Fail(const std::string& message) {
 }  // namespace
 
 StatusOr<Tensor> ReadWeightsFile(const fs::path& dir, const EmbeddingTableConfig& config) {
-  const fs::path path = dir / (config.name + ".npy");
+  SR_ASSIGN_OR_RETURN(const fs::path path, PathUnder(dir, "table", config.name, ".npy"));
   SR_ASSIGN_OR_RETURN(Tensor raw, ReadNpy(path));
   SR_ASSIGN_OR_RETURN(Tensor f32, ToFloat32(raw, path.string()));
   if (f32.ndim() != 2 || f32.size(0) != config.num_embeddings || f32.size(1) != config.embedding_dim) {
@@ -79,7 +80,7 @@ StatusOr<Tensor> ReadWeightsFile(const fs::path& dir, const EmbeddingTableConfig
 }
 
 StatusOr<std::optional<Tensor>> ReadStateFile(const fs::path& dir, const EmbeddingTableConfig& config) {
-  const fs::path path = dir / (config.name + ".state.npy");
+  SR_ASSIGN_OR_RETURN(const fs::path path, PathUnder(dir, "table", config.name, ".state.npy"));
   if (!fs::exists(path)) return std::optional<Tensor>();
   SR_ASSIGN_OR_RETURN(Tensor state, ReadNpy(path));
   return std::optional<Tensor>(std::move(state));
@@ -229,16 +230,19 @@ int WriteEmbedOutputs(const EmbedOutputs& r, const EmbedFlags& f, const GlobalOp
     if (Status s = WriteKeyedTensorDir(out_dir, *r.pooled); !s.ok()) return Fail(s.message());
   }
   for (const auto& [feature, jt] : r.sequence) {
-    if (Status s = WriteJaggedDir(out_dir / "sequence" / feature, jt); !s.ok()) return Fail(s.message());
+    auto dir = PathUnder(out_dir / "sequence", "feature", feature);
+    if (!dir.ok()) return Fail(dir.status().message());
+    if (Status s = WriteJaggedDir(*dir, jt); !s.ok()) return Fail(s.message());
   }
   for (const auto& t : r.updated) {
     std::error_code ec_dir;
     fs::create_directories(out_dir / "tables", ec_dir);
-    if (Status s = WriteNpy(out_dir / "tables" / (t.name + ".npy"), t.weights); !s.ok()) return Fail(s.message());
+    auto weights = PathUnder(out_dir / "tables", "table", t.name, ".npy");
+    auto state = PathUnder(out_dir / "tables", "table", t.name, ".state.npy");
+    if (!weights.ok()) return Fail(weights.status().message());
+    if (Status s = WriteNpy(*weights, t.weights); !s.ok()) return Fail(s.message());
     if (t.state.size(1) > 0) {
-      if (Status s = WriteNpy(out_dir / "tables" / (t.name + ".state.npy"), t.state); !s.ok()) {
-        return Fail(s.message());
-      }
+      if (Status s = WriteNpy(*state, t.state); !s.ok()) return Fail(s.message());
     }
   }
   const int64_t batch = r.pooled ? r.pooled->batch_size() : kjt.stride();

@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "shardrec/abi/kernel.h"
+#include "shardrec/core/io/names.h"
 #include "shardrec/core/modules/embedding_config.h"
 #include "shardrec/core/modules/optimizer_spec.h"
 
@@ -26,6 +29,33 @@ TEST(TablesJson, ParsesTheIssueExampleAndDefaults) {
   auto again = ParseTablesJson(TablesToJson(t.value()), "round trip");
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ((*again)[1].feature_names, (std::vector<std::string>{"a", "b"}));
+}
+
+// Names become file names (embed's OUT/tables/NAME.npy, OUT/sequence/FEATURE/,
+// --weights DIR/NAME.npy): anything that is not one plain component is
+// refused where the tables file is read, naming it.
+TEST(TablesJson, NamesThatAreNotPlainFileNamesAreRefused) {
+  auto with = [](const std::string& table, const std::string& feature) {
+    return ParseTablesJson(R"({"tables": [{"name": )" + table + R"(, "num_embeddings": 4, "embedding_dim": 2,
+        "feature_names": [)" + feature + "]}]}", "t.json");
+  };
+  EXPECT_TRUE(with(R"("t_0.a-b@1")", R"("f-0.x")").ok());
+  for (const std::string& bad : std::vector<std::string>{R"("../x")", R"("/abs")", R"("a/b")", R"(".hidden")", R"("..")", R"("x\u0000y")",
+                                 R"("tab\tx")", R"("")", "\"" + std::string(129, 'a') + "\""}) {
+    auto r = with(bad, R"("f")");
+    EXPECT_EQ(r.status().code(), SR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(r.status().message().find("t.json"), std::string::npos) << r.status().message();
+    EXPECT_TRUE(r.status().message().find("table name") != std::string::npos ||
+                r.status().message().find("has no name") != std::string::npos)
+        << r.status().message();
+    auto f = with(R"("t")", bad);
+    EXPECT_EQ(f.status().code(), SR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(f.status().message().find("feature name"), std::string::npos) << f.status().message();
+  }
+  // A NUL inside a name is shown, not truncated.
+  EXPECT_NE(with(R"("x\u0000y")", R"("f")").status().message().find("x\\x00y"), std::string::npos);
+  EXPECT_EQ(PathUnder("/out", "table", "t0", ".npy").value(), std::filesystem::path("/out/t0.npy"));
+  EXPECT_FALSE(PathUnder("/out", "table", "../t0", ".npy").ok());
 }
 
 TEST(TablesJson, ErrorsNameTheKeyAndTable) {

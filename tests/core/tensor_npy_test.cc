@@ -155,6 +155,64 @@ TEST_F(NpyTest, BadFilesAreRefusedByName) {
   EXPECT_FALSE(fs::exists(dir_ / "bf.npy"));
 }
 
+// A .npy v2 file (4-byte header length) with `header` as its header.
+std::string NpyV2(const std::string& header, size_t payload) {
+  std::string h = header + "\n";
+  const uint32_t n = static_cast<uint32_t>(h.size());
+  std::string out("\x93NUMPY\x02\x00", 8);
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((n >> (8 * i)) & 0xFF);
+  return out + h + std::string(payload, '\0');
+}
+
+// Huge fields under the 1 MiB header cap once overflowed std::regex's
+// stack (a segfault in every build); they are now an error or a value.
+TEST_F(NpyTest, HostileHeadersAreRefusedWithoutCrashing) {
+  const std::string big(50000, 'x');
+  WriteRaw(dir_ / "long_descr.npy", NpyV2("{'descr': '" + big + "', 'fortran_order': False, 'shape': (1,), }", 4));
+  EXPECT_NE(ReadNpy(dir_ / "long_descr.npy").status().message().find("unsupported dtype"), std::string::npos);
+  WriteRaw(dir_ / "long_shape.npy", NpyV2("{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                                          std::string(900000, ' ') + "1,), }", 4));
+  auto r = ReadNpy(dir_ / "long_shape.npy");
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  std::string parens(500000, '(');
+  WriteRaw(dir_ / "parens.npy", NpyV2("{'descr': '<f4', 'fortran_order': False, 'shape': " + parens + "}", 4));
+  EXPECT_NE(ReadNpy(dir_ / "parens.npy").status().message().find("expected a dimension"), std::string::npos);
+  std::string many = "(";
+  for (int i = 0; i < 60000; ++i) many += "1,";
+  WriteRaw(dir_ / "dims.npy", NpyV2("{'descr': '<f4', 'fortran_order': False, 'shape': " + many + "), }", 4));
+  EXPECT_NE(ReadNpy(dir_ / "dims.npy").status().message().find("more than 64 dimensions"), std::string::npos);
+  WriteRaw(dir_ / "unterminated.npy", NpyV2("{'descr': '" + big, 0));
+  EXPECT_NE(ReadNpy(dir_ / "unterminated.npy").status().message().find("bad .npy header at byte"), std::string::npos);
+}
+
+TEST_F(NpyTest, HeaderScannerNamesWhatIsWrongAndWhere) {
+  struct Case {
+    std::string header, error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", ""},
+           {"{\"shape\": (2, 3),'fortran_order':False,'descr':'<f4'}", ""},  // any order, either quote
+           {"{'descr': '<f4', 'descr': '<f8', 'fortran_order': False, 'shape': (2, 3)}", "'descr' given twice"},
+           {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1}", "unexpected key 'x'"},
+           {"{'descr': '<f4', 'fortran_order': False}", "no 'shape'"},
+           {"{'descr': '<f4' 'fortran_order': False, 'shape': (2,)}", "expected ',' or '}'"},
+           {"{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2,)}", "expected True or False"},
+           {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3)}", "expected a dimension"},
+           {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", "dimension too large"},
+           {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} junk", "after the closing"},
+       }) {
+    WriteRaw(dir_ / "h.npy", NpyV2(c.header, 24));
+    auto r = ReadNpy(dir_ / "h.npy");
+    if (c.error.empty()) {
+      ASSERT_TRUE(r.ok()) << c.header << ": " << r.status().message();
+      EXPECT_EQ(r->shape(), (std::vector<int64_t>{2, 3}));
+    } else {
+      EXPECT_NE(r.status().message().find(c.error), std::string::npos) << c.header << ": " << r.status().message();
+      EXPECT_NE(r.status().message().find("h.npy"), std::string::npos);
+    }
+  }
+}
+
 TEST_F(NpyTest, WriteIsAtomicAndLeavesNoTemporaries) {
   ASSERT_TRUE(WriteNpy(dir_ / "a.npy", Tensor::Zeros(dtype::kInt64, {100})).ok());
   ASSERT_TRUE(WriteNpy(dir_ / "a.npy", Tensor::Zeros(dtype::kInt64, {5})).ok());

@@ -1,6 +1,8 @@
 // Table configs and the JSON tables file (see embedding_config.h).
 #include "shardrec/core/modules/embedding_config.h"
 
+#include "shardrec/core/io/names.h"
+
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -66,6 +68,7 @@ Status ValidateTables(const std::vector<EmbeddingTableConfig>& tables) {
   for (const auto& t : tables) {
     const std::string where = "table '" + t.name + "'";
     if (t.name.empty()) return InvalidArgumentError("a table has no name");
+    SR_RETURN_IF_ERROR(CheckName("table", t.name));
     if (!names.insert(t.name).second) return InvalidArgumentError("duplicate table name '" + t.name + "'");
     if (t.num_embeddings <= 0) return InvalidArgumentError(where + ": num_embeddings must be positive");
     if (t.embedding_dim <= 0) return InvalidArgumentError(where + ": embedding_dim must be positive");
@@ -75,6 +78,7 @@ Status ValidateTables(const std::vector<EmbeddingTableConfig>& tables) {
                                               t.init_min(), t.init_max()));
     }
     for (const auto& f : t.feature_names) {
+      SR_RETURN_IF_ERROR(CheckName("feature", f).WithContext(where));
       const auto [it, inserted] = feature_owner.emplace(f, t.name);
       if (!inserted) {
         return InvalidArgumentError("feature '" + f + "' is listed by tables '" + it->second + "' and '" +

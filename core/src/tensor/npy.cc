@@ -6,10 +6,10 @@
 
 #include <cstring>
 #include <fstream>
-#include <regex>
-#include <sstream>
 
 #include <unistd.h>
+
+#include "npy_header.h"
 
 namespace shardrec {
 
@@ -85,32 +85,13 @@ StatusOr<Tensor> ReadNpy(const std::filesystem::path& path) {
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) return FileError(path, "truncated header");
 
-  static const std::regex descr_re(R"('descr'\s*:\s*'([^']*)')");
-  static const std::regex order_re(R"('fortran_order'\s*:\s*(True|False))");
-  static const std::regex shape_re(R"('shape'\s*:\s*\(([^)]*)\))");
-  std::smatch m;
-  if (!std::regex_search(header, m, descr_re)) return FileError(path, "header has no 'descr'");
-  SR_ASSIGN_OR_RETURN(DLDataType dtype, ParseDescr(path, m[1].str()));
-  if (!std::regex_search(header, m, order_re)) return FileError(path, "header has no 'fortran_order'");
-  if (m[1].str() == "True") {
+  auto parsed = npy::ParseHeader(header);
+  if (!parsed.ok()) return FileError(path, parsed.status().message());
+  SR_ASSIGN_OR_RETURN(DLDataType dtype, ParseDescr(path, parsed->descr));
+  if (parsed->fortran_order) {
     return FileError(path, "Fortran-ordered arrays are not supported; save np.ascontiguousarray(arr)");
   }
-  if (!std::regex_search(header, m, shape_re)) return FileError(path, "header has no 'shape'");
-  std::vector<int64_t> shape;
-  std::stringstream dims(m[1].str());
-  std::string item;
-  while (std::getline(dims, item, ',')) {
-    const auto first = item.find_first_not_of(" \t");
-    if (first == std::string::npos) continue;  // the trailing comma of (3,)
-    try {
-      size_t used = 0;
-      const long long e = std::stoll(item.substr(first), &used);
-      if (e < 0) throw std::invalid_argument("negative");
-      shape.push_back(e);
-    } catch (const std::exception&) {
-      return FileError(path, "bad shape '(" + m[1].str() + ")' in header");
-    }
-  }
+  const std::vector<int64_t>& shape = parsed->shape;
 
   // Size the payload before allocating it: a damaged header must give
   // "truncated", not a huge allocation. An overflowing size is truncated too.
