@@ -4,7 +4,8 @@
 #   bash scripts/setup.sh [--tests] [BUILD_DIR] [extra cmake args...]
 # Without --tests: what the main job needs (compiler, libraries, Gloo,
 # Google Benchmark for `shardrec bench`), tests not built. With --tests:
-# also GoogleTest, redis-server, numpy and torch (the reference checks).
+# also GoogleTest, redis-server, numpy and torch (the reference checks),
+# clang and its libFuzzer runtime (scripts/fuzz.sh).
 # Environment: SHARDREC_JOBS (parallel jobs, default: nproc),
 # SHARDREC_APT_WAIT (seconds to wait for a held apt/dpkg lock, default 600;
 # see scripts/apt_get_waiting.sh).
@@ -28,6 +29,7 @@ test_packages=(
   libgtest-dev libgmock-dev
   redis-server                 # the Redis rendezvous tests
   python3-numpy python3-torch  # tests/python: results against torch.nn.EmbeddingBag
+  clang libclang-rt-14-dev     # scripts/fuzz.sh: libFuzzer targets (tests/fuzz)
 )
 packages=("${main_packages[@]}")
 ((with_tests)) && packages+=("${test_packages[@]}")

@@ -40,6 +40,19 @@ TEST(Kjt, FromLengthsEqualsFromOffsets) {
   EXPECT_EQ(a->offsets(), SeedKjt().offsets());
 }
 
+// Hostile sizes are refused, not overflowed (UBSan flagged the sums; the
+// kjt fuzz target found the stride one).
+TEST(Kjt, OverflowingLengthsAndStridesAreRefused) {
+  constexpr int64_t kBig = int64_t{1} << 62;
+  auto strides = KeyedJaggedTensor::FromLengths({"a", "b"}, {}, {0, 0}, std::nullopt, {kBig, kBig});
+  EXPECT_EQ(strides.status().code(), SR_INVALID_ARGUMENT);
+  EXPECT_NE(strides.status().message().find("stride_per_key sums past 2^63"), std::string::npos)
+      << strides.status().message();
+  auto lengths = KeyedJaggedTensor::FromLengths({"a"}, {1, 2}, {kBig, kBig});
+  EXPECT_EQ(lengths.status().code(), SR_INVALID_ARGUMENT);
+  EXPECT_NE(lengths.status().message().find("lengths sum past 2^63"), std::string::npos) << lengths.status().message();
+}
+
 TEST(Kjt, ValidationNamesKeyAndSample) {
   auto neg = KeyedJaggedTensor::FromLengths({"f1", "f2"}, {0, 1, 2}, {1, 1, 1, 1, -1, 0});
   EXPECT_EQ(neg.status().code(), SR_INVALID_ARGUMENT);

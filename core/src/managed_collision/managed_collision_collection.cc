@@ -61,7 +61,8 @@ StatusOr<std::map<std::string, TableFeatures>> ManagedFeatures(const std::vector
 
 Status ValidateManagedTables(const std::vector<EmbeddingTableConfig>& tables, const ManagedCollisionConfigs& managed) {
   for (const auto& [name, config] : managed) {
-    auto it = std::find_if(tables.begin(), tables.end(), [&](const auto& t) { return t.name == name; });
+    const std::string& wanted = name;  // clang 14 cannot capture a structured binding
+    auto it = std::find_if(tables.begin(), tables.end(), [&](const auto& t) { return t.name == wanted; });
     if (it == tables.end()) {
       std::string names;
       for (const auto& t : tables) names += (names.empty() ? "" : ", ") + t.name;

@@ -36,7 +36,14 @@ StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::Build(std::vector<std::string> ke
                                                 stride_per_key[k]));
       }
     }
-    const int64_t want = std::accumulate(stride_per_key.begin(), stride_per_key.end(), int64_t{0});
+    // Checked: hostile strides must not overflow the sum.
+    int64_t want = 0;
+    for (int64_t s : stride_per_key) {
+      if (__builtin_add_overflow(want, s, &want)) {
+        return InvalidArgumentError(fmt::format("KJT: stride_per_key sums past 2^63 (there are {} lengths)",
+                                                lengths.size()));
+      }
+    }
     if (want != static_cast<int64_t>(lengths.size())) {
       return InvalidArgumentError(fmt::format(
           "KJT: stride_per_key sums to {} samples but there are {} lengths", want, lengths.size()));
@@ -66,7 +73,11 @@ StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::Build(std::vector<std::string> ke
         return InvalidArgumentError(fmt::format("KJT: key '{}' sample {}: negative length {}", keys[k],
                                                 b - kjt.bag_offset_per_key_[k], len));
       }
-      kjt.offsets_[static_cast<size_t>(b) + 1] = kjt.offsets_[static_cast<size_t>(b)] + len;
+      // Checked: hostile lengths must not overflow the running sum.
+      if (__builtin_add_overflow(kjt.offsets_[static_cast<size_t>(b)], len,
+                                 &kjt.offsets_[static_cast<size_t>(b) + 1])) {
+        return InvalidArgumentError(fmt::format("KJT: lengths sum past 2^63 (there are {} values)", values.size()));
+      }
     }
   }
   if (kjt.offsets_.back() != static_cast<int64_t>(values.size())) {
