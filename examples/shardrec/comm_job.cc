@@ -5,6 +5,7 @@
 #include <iostream>
 #include <optional>
 
+#include "shardrec/core/comm/kv_store.h"
 #include "shardrec/core/device/cuda_runtime.h"
 #include "shardrec/core/launch/dist_env.h"
 #include "shardrec/core/plugin_objects.h"
@@ -59,8 +60,9 @@ int RunOnRanks(const std::string& command_words, const std::vector<std::string>&
               << "\n";
     return kExitUsage;
   }
-  if (flags.timeout_ms <= 0) {
-    std::cerr << me << "--timeout-ms must be positive, got " << flags.timeout_ms << "\n";
+  if (flags.timeout_ms <= 0 || flags.timeout_ms > kMaxTimeoutMs) {
+    std::cerr << me << "--timeout-ms must be in [1, " << kMaxTimeoutMs << "] (30 days), got " << flags.timeout_ms
+              << "\n";
     return kExitUsage;
   }
   // comm check and bench comm measure the backend on host buffers, which

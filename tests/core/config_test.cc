@@ -58,6 +58,24 @@ TEST(TablesJson, NamesThatAreNotPlainFileNamesAreRefused) {
   EXPECT_FALSE(PathUnder("/out", "table", "../t0", ".npy").ok());
 }
 
+// Hostile sizes: a float where an integer goes (4e47 once converted with
+// undefined behaviour; found by the tables_json fuzz target), an unsigned
+// past 2^63, a table whose byte counts would overflow.
+TEST(TablesJson, HostileSizesAreRefused) {
+  auto with = [](const std::string& rows, const std::string& dim) {
+    return ParseTablesJson(R"({"tables": [{"name": "t", "num_embeddings": )" + rows + R"(, "embedding_dim": )" + dim +
+                               R"(, "feature_names": ["f"]}]})",
+                           "t.json");
+  };
+  auto f = with("4", "4e47");
+  EXPECT_NE(f.status().message().find("embedding_dim must be an integer"), std::string::npos) << f.status().message();
+  auto u = with("18446744073709551615", "4");
+  EXPECT_NE(u.status().message().find("num_embeddings must be an integer"), std::string::npos) << u.status().message();
+  auto big = with("4611686018427387904", "64");
+  EXPECT_NE(big.status().message().find("elements is too large"), std::string::npos) << big.status().message();
+  EXPECT_TRUE(with("1000", "64").ok());
+}
+
 TEST(TablesJson, ErrorsNameTheKeyAndTable) {
   auto unknown = ParseTablesJson(
       R"({"tables": [{"name": "t0", "num_embeddings": 10, "embedding_dim": 4, "feature_names": ["f"], "poolng": "sum"}]})",

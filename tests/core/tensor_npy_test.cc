@@ -1,5 +1,7 @@
 // Owning tensors, DLPack round trips, dtype conversions and .npy files.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -211,6 +213,25 @@ TEST_F(NpyTest, HeaderScannerNamesWhatIsWrongAndWhere) {
       EXPECT_NE(r.status().message().find("h.npy"), std::string::npos);
     }
   }
+}
+
+// A writer killed mid-write (kill -9) leaves ".tmp.NAME.PID"; the next
+// write of NAME removes it once that PID is gone, and leaves a live
+// writer's file alone.
+TEST_F(NpyTest, TemporariesOfDeadWritersAreRemoved) {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  waitpid(child, nullptr, 0);
+  const fs::path dead = dir_ / (".tmp.a.npy." + std::to_string(child));
+  const fs::path live = dir_ / (".tmp.a.npy." + std::to_string(getppid()));
+  const fs::path other = dir_ / (".tmp.b.npy." + std::to_string(child));
+  for (const auto& p : {dead, live, other}) WriteRaw(p, std::string(1000, 'x'));
+  ASSERT_TRUE(WriteNpy(dir_ / "a.npy", Tensor::Zeros(dtype::kInt64, {3})).ok());
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(other));  // another file's: cleaned when that file is written
+  EXPECT_TRUE(ReadNpy(dir_ / "a.npy").ok());
 }
 
 TEST_F(NpyTest, WriteIsAtomicAndLeavesNoTemporaries) {

@@ -24,7 +24,7 @@ StatusOr<std::unique_ptr<KvStore>> OpenLocalStore(const std::string& name, const
 template <class Probe>
 StatusOr<bool> PollUntil(int64_t timeout_ms, Probe&& probe) {
   using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(std::clamp<int64_t>(timeout_ms, 0, kMaxTimeoutMs));
   auto pause = std::chrono::microseconds(200);
   for (;;) {
     SR_ASSIGN_OR_RETURN(bool found, probe());

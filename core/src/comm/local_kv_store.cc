@@ -1,6 +1,7 @@
 // local:NAME — a table inside this process, for ranks that are threads
 // (the role Gloo's HashStore plays in its tests). Readers block on a
 // condition variable instead of polling.
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -37,6 +38,7 @@ class LocalStore final : public KvStore {
 
   StatusOr<std::string> Get(const std::string& key, int64_t timeout_ms) override {
     if (timeout_ms < 0) timeout_ms = default_timeout_ms_;
+    timeout_ms = std::min(timeout_ms, kMaxTimeoutMs);
     Table& t = ProcessTable();
     std::unique_lock<std::mutex> lock(t.m);
     std::map<std::string, std::string>::iterator it;

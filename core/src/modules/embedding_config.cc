@@ -2,6 +2,7 @@
 #include "shardrec/core/modules/embedding_config.h"
 
 #include "shardrec/core/io/names.h"
+#include "../io/json_number.h"
 
 #include <cmath>
 #include <fstream>
@@ -72,6 +73,14 @@ Status ValidateTables(const std::vector<EmbeddingTableConfig>& tables) {
     if (!names.insert(t.name).second) return InvalidArgumentError("duplicate table name '" + t.name + "'");
     if (t.num_embeddings <= 0) return InvalidArgumentError(where + ": num_embeddings must be positive");
     if (t.embedding_dim <= 0) return InvalidArgumentError(where + ": embedding_dim must be positive");
+    // Bounded so that every byte count derived from it (a row with Adam's
+    // state is at most 12 bytes per element; shards, tables, ranks) fits
+    // in int64 without checks further down.
+    int64_t elements = 0;
+    if (__builtin_mul_overflow(t.num_embeddings, t.embedding_dim, &elements) || elements > kMaxTableElements) {
+      return InvalidArgumentError(fmt::format("{}: {} x {} elements is too large (at most 2^56)", where,
+                                              t.num_embeddings, t.embedding_dim));
+    }
     if (t.feature_names.empty()) return InvalidArgumentError(where + ": feature_names is empty");
     if (t.init_min() > t.init_max()) {
       return InvalidArgumentError(fmt::format("{}: weight_init_min {} > weight_init_max {}", where,
@@ -113,8 +122,8 @@ StatusOr<EmbeddingTableConfig> ParseTable(const json& j, const std::string& wher
       if (!j.contains(required)) return InvalidArgumentError(where + ": missing '" + required + "'");
     }
     t.name = j.at("name").get<std::string>();
-    t.num_embeddings = j.at("num_embeddings").get<int64_t>();
-    t.embedding_dim = j.at("embedding_dim").get<int64_t>();
+    SR_ASSIGN_OR_RETURN(t.num_embeddings, JsonInteger(j.at("num_embeddings"), where + ": num_embeddings"));
+    SR_ASSIGN_OR_RETURN(t.embedding_dim, JsonInteger(j.at("embedding_dim"), where + ": embedding_dim"));
     t.feature_names = j.at("feature_names").get<std::vector<std::string>>();
     if (j.contains("pooling")) {
       SR_ASSIGN_OR_RETURN(t.pooling, ParsePooling(j.at("pooling").get<std::string>()));

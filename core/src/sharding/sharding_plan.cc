@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -13,6 +14,7 @@
 
 #include "shardrec/core/tensor/tensor.h"
 #include "shardrec/core/text/counted.h"
+#include "../io/json_number.h"
 
 namespace shardrec {
 
@@ -26,22 +28,25 @@ StatusOr<sr_shard> ParseShard(const json& j, const std::string& where) {
     if (key != "rows" && key != "cols" && key != "rank") return InvalidArgumentError(where + ": unknown key '" + key + "'");
   }
   auto pair = [&](const char* name) -> StatusOr<std::pair<int64_t, int64_t>> {
-    if (!j.contains(name) || !j[name].is_array() || j[name].size() != 2 || !j[name][0].is_number_integer() ||
-        !j[name][1].is_number_integer()) {
+    if (!j.contains(name) || !j[name].is_array() || j[name].size() != 2) {
       return InvalidArgumentError(where + ": \"" + name + "\" must be [offset, count]");
     }
-    return std::pair<int64_t, int64_t>{j[name][0].get<int64_t>(), j[name][1].get<int64_t>()};
+    SR_ASSIGN_OR_RETURN(int64_t offset, JsonInteger(j[name][0], where + ": \"" + name + "\" offset", 0));
+    SR_ASSIGN_OR_RETURN(int64_t count, JsonInteger(j[name][1], where + ": \"" + name + "\" count", 0));
+    return std::pair<int64_t, int64_t>{offset, count};
   };
   SR_ASSIGN_OR_RETURN(auto rows, pair("rows"));
   SR_ASSIGN_OR_RETURN(auto cols, pair("cols"));
-  if (!j.contains("rank") || !j["rank"].is_number_integer()) return InvalidArgumentError(where + ": \"rank\" must be an integer");
+  if (!j.contains("rank")) return InvalidArgumentError(where + ": \"rank\" must be an integer");
+  SR_ASSIGN_OR_RETURN(const int64_t rank, JsonInteger(j["rank"], where + ": \"rank\"", 0,
+                                                      std::numeric_limits<int32_t>::max()));
   sr_shard s{};
   s.struct_size = SR_STRUCT_SIZE(sr_shard, rank);
   s.row_offset = rows.first;
   s.num_rows = rows.second;
   s.col_offset = cols.first;
   s.num_cols = cols.second;
-  s.rank = j["rank"].get<int32_t>();
+  s.rank = static_cast<int32_t>(rank);
   return s;
 }
 
@@ -55,8 +60,9 @@ StatusOr<ParameterSharding> ParseSharding(const json& j, const std::string& wher
       p.compute_kernel = value.get<std::string>();
     } else if (key == "ranks" && value.is_array()) {
       for (const auto& r : value) {
-        if (!r.is_number_integer()) return InvalidArgumentError(where + ": \"ranks\" must hold integers");
-        p.ranks.push_back(r.get<int>());
+        SR_ASSIGN_OR_RETURN(const int64_t rank, JsonInteger(r, where + ": \"ranks\" entry", 0,
+                                                            std::numeric_limits<int32_t>::max()));
+        p.ranks.push_back(static_cast<int>(rank));
       }
     } else if (key == "sharder_options" && value.is_object()) {
       for (const auto& [k, v] : value.items()) {
@@ -228,7 +234,14 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
       SR_ASSIGN_OR_RETURN(placement, PlaceTable(it->second, desc, topo, call));
     }
     const int64_t elem = static_cast<int64_t>(DTypeSize(desc.weight_dtype));
-    for (const sr_shard& s : placement.shards) plan.bytes_per_rank[s.rank] += ShardBytes(s, t, elem, desc.state_bytes_per_row);
+    for (const sr_shard& s : placement.shards) {
+      // Each table is bounded (kMaxTableElements); a rank's sum is checked.
+      if (__builtin_add_overflow(plan.bytes_per_rank[s.rank], ShardBytes(s, t, elem, desc.state_bytes_per_row),
+                                 &plan.bytes_per_rank[s.rank])) {
+        return Status(SR_RESOURCE_EXHAUSTED, fmt::format("plan: {}: rank {} would hold more than 2^63 bytes", who,
+                                                         s.rank));
+      }
+    }
     if (!req.memory_bytes_per_rank.empty()) {
       for (int r = 0; r < world; ++r) {  // in rank order, so the first rank over budget is named
         if (plan.bytes_per_rank[r] > req.memory_bytes_per_rank[r]) {

@@ -7,7 +7,11 @@
 #include <cstring>
 #include <fstream>
 
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "npy_header.h"
 
@@ -143,8 +147,40 @@ Status WriteNpy(const std::filesystem::path& path, const Tensor& tensor) {
   });
 }
 
+namespace {
+
+// fsync of a file or directory by path; false when it cannot be opened or synced.
+bool SyncPath(const std::filesystem::path& p, bool directory) {
+  const int fd = ::open(p.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Removes ".tmp.NAME.PID" files beside `path` whose writer PID no longer
+// exists (a kill -9 mid-write); another live writer's file is left alone.
+void RemoveStaleTemporaries(const std::filesystem::path& path) {
+  const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
+  const std::string prefix = ".tmp." + path.filename().string() + ".";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) {
+      continue;
+    }
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
 Status WriteFileAtomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write,
                            std::ios::openmode mode) {
+  RemoveStaleTemporaries(path);
   const auto tmp = path.parent_path() / (".tmp." + path.filename().string() + "." + std::to_string(::getpid()));
   std::error_code ec;
   {
@@ -158,12 +194,18 @@ Status WriteFileAtomically(const std::filesystem::path& path, const std::functio
       return InternalError(path.string() + ": write failed (disk full?)");
     }
   }
+  if (!SyncPath(tmp, false)) {
+    std::filesystem::remove(tmp, ec);
+    return InternalError(path.string() + ": fsync failed (disk full or failing?)");
+  }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     const std::string why = ec.message();
     std::filesystem::remove(tmp, ec);
     return InternalError(path.string() + ": rename failed: " + why);
   }
+  // The rename itself reaches the disk with the directory.
+  SyncPath(path.parent_path().empty() ? "." : path.parent_path(), true);
   return Status::Ok();
 }
 

@@ -64,14 +64,14 @@ inline KernelTableSpec CheckKernelTable(const sr_kernel_table& d, size_t index,
   t.dtype = w;
   t.num_rows = d.num_rows;
   t.dim = d.dim;
-  t.state_dim = StateDim(optimizer, d.dim);
-  // Keep every byte count (and element offset) well inside int64.
-  const int64_t per_row = d.dim * 4 + t.state_dim * 4;
+  // Keep every byte count (and element offset) well inside int64: the dim
+  // is bounded before anything is multiplied by it.
   if (d.dim > (int64_t{1} << 24) ||
-      d.num_rows > (std::numeric_limits<int64_t>::max() / 4) / per_row) {
+      d.num_rows > (std::numeric_limits<int64_t>::max() / 4) / (d.dim * 4 + StateDim(optimizer, d.dim) * 4)) {
     throw InvalidArgument(who + ": " + std::to_string(d.num_rows) + " x " +
                           std::to_string(d.dim) + " is too large");
   }
+  t.state_dim = StateDim(optimizer, d.dim);
   if (!std::isfinite(d.init_min) || !std::isfinite(d.init_max) || d.init_min > d.init_max) {
     throw InvalidArgument(who + ": init range [" + std::to_string(d.init_min) + ", " +
                           std::to_string(d.init_max) + "] is not a finite interval");

@@ -22,6 +22,11 @@
 
 namespace shardrec {
 
+// The longest wait any store (and `--timeout-ms`) takes: 30 days. Longer
+// ones are clamped here, so a deadline (now + timeout) always fits the
+// clock instead of overflowing it.
+inline constexpr int64_t kMaxTimeoutMs = int64_t{30} * 24 * 3600 * 1000;
+
 class KvStore {
  public:
   virtual ~KvStore() = default;

@@ -52,6 +52,11 @@ struct EmbeddingTableConfig {
 using EmbeddingBagConfig = EmbeddingTableConfig;
 using EmbeddingConfig = EmbeddingTableConfig;
 
+// The most elements (rows x dim) one table may have: 2^56, so bytes per
+// table, shard and rank (weights and optimizer state, at most 16 bytes per
+// element) fit in int64 everywhere.
+inline constexpr int64_t kMaxTableElements = int64_t{1} << 56;
+
 // Checks one table (positive sizes, features present, min <= max) and a set
 // (unique table names; a feature looks up exactly one table).
 Status ValidateTables(const std::vector<EmbeddingTableConfig>& tables);

@@ -18,10 +18,13 @@ namespace shardrec {
 // unsupported dtype, a truncated payload (header size vs file size).
 StatusOr<Tensor> ReadNpy(const std::filesystem::path& path);
 
-// Writes `path` atomically: `write` fills a temporary file beside it, which
-// is renamed over `path` only when every byte is written, so a reader sees
-// the old file or the new one, never a torn one. The temporary file is
-// removed on failure.
+// Writes `path` atomically: `write` fills a temporary file beside it
+// (".tmp.NAME.PID"), which is flushed to disk (fsync) and renamed over
+// `path` only when every byte is written, and the directory is synced after
+// the rename; a reader, or a machine that loses power, sees the old file or
+// the new one, never a torn one. The temporary file is removed on failure,
+// and temporary files of NAME left by writers that died (their PID is gone)
+// are removed before writing.
 Status WriteFileAtomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write,
                            std::ios::openmode mode = std::ios::binary);
 
