@@ -2,19 +2,24 @@
 # Builds the libFuzzer targets (tests/fuzz) with clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer in build-fuzz/, and runs each for a while from
 # its seed corpus. CI runs it with --seconds 60; for a real hunt, hours:
-#   bash scripts/fuzz.sh --seconds 3600 [--jobs 2] [TARGET...]
+#   bash scripts/fuzz.sh --seconds 3600 [--seed N] [TARGET...]
 # Targets: npy tables_json plan_json kjt (default: all). New inputs go to
 # build-fuzz/corpus/TARGET (the seeds in tests/fuzz/corpus are only read);
 # a crash leaves build-fuzz/artifacts/TARGET/crash-* and exits 1: add that
 # file to tests/fuzz/corpus/TARGET/ with the fix, so CTest replays it.
+# --seed N makes a run repeatable (CI uses --seed 1, so a CI failure is a
+# regression, reproducible with the same command); without it each run
+# explores afresh.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds=60
+seed=0
 targets=()
 while (($#)); do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --seed) seed="$2"; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
@@ -33,7 +38,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus" "$artifacts"
   echo "=== fuzz $t for ${seconds} s"
   # -rss_limit_mb: a hostile size must be refused, not allocated.
-  if ! "$build/bin/fuzz_$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+  if ! "$build/bin/fuzz_$t" -max_total_time="$seconds" -seed="$seed" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
       -artifact_prefix="$artifacts/" "$corpus" "$repo/tests/fuzz/corpus/$t" >"$build/fuzz_$t.log" 2>&1; then
     echo "FAIL fuzz $t: see $build/fuzz_$t.log and $artifacts/"
     tail -40 "$build/fuzz_$t.log"
