@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "shardrec/core/comm/kv_store.h"
+#include "shardrec/core/comm/process_group.h"
 #include "shardrec/core/device/cuda_runtime.h"
 #include "shardrec/core/launch/dist_env.h"
 #include "shardrec/core/plugin_objects.h"
@@ -55,9 +56,11 @@ int RunGroup(const HostSession& session, const ProcessGroupConfig& config, const
 int RunOnRanks(const std::string& command_words, const std::vector<std::string>& args, const CommFlags& flags,
                const HostSession& session, const RankBody& body) {
   const std::string me = "shardrec " + command_words + ": ";
-  if (flags.world_size < 0) {
-    std::cerr << me << "--world-size must be >= 0 (0: one rank, or the launcher's world), got " << flags.world_size
-              << "\n";
+  if (flags.world_size < 0 || flags.world_size > kMaxRanksOnOneMachine) {
+    std::cerr << me << "--world-size must be in [0, " << kMaxRanksOnOneMachine
+              << "] (0: one rank, or the launcher's world; more ranks than that run across machines with "
+                 "shardrec launch), got "
+              << flags.world_size << "\n";
     return kExitUsage;
   }
   if (flags.timeout_ms <= 0 || flags.timeout_ms > kMaxTimeoutMs) {

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "../device/device_staging.h"
@@ -233,11 +234,18 @@ void RunRanksAsThreads(const ComponentRef& comm, const ProcessGroupConfig& base,
                        const std::function<void(int rank, StatusOr<ProcessGroup> group)>& body) {
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      ProcessGroupConfig c = base;
-      c.placement = {r, world, r, world};
-      body(r, ProcessGroup::Create(comm, c));
-    });
+    try {
+      threads.emplace_back([&, r] {
+        ProcessGroupConfig c = base;
+        c.placement = {r, world, r, world};
+        body(r, ProcessGroup::Create(comm, c));
+      });
+    } catch (const std::system_error& e) {
+      // std::thread throws when the system refuses a thread; uncaught, it
+      // would end the process ("terminate called ...").
+      body(r, Status(SR_RESOURCE_EXHAUSTED, "cannot start a thread for rank " + std::to_string(r) + " of " +
+                                                std::to_string(world) + ": " + e.what()));
+    }
   }
   for (auto& t : threads) t.join();
 }

@@ -132,9 +132,17 @@ StatusOr<std::vector<int64_t>> AllGatherValues(const ProcessGroup& group, int64_
 // stacked in rank order on every rank: [sum of rows_per_rank, width].
 StatusOr<Tensor> AllGatherRows(const ProcessGroup& group, const Tensor& mine, const std::vector<int64_t>& rows_per_rank);
 
+// The most ranks one machine runs for a job it starts itself (ranks as
+// threads, or processes it spawns): past this, thread and process creation
+// fail and the rendezvous grows slow, so it is refused up front.
+inline constexpr int kMaxRanksOnOneMachine = 1024;
+
 // Runs body(rank, group) on `world` threads of this process, rank r joining
 // `base` with placement {r, world, r, world}; a rank that cannot join gets
-// its error as `group`. Returns when every thread has.
+// its error as `group`. A rank whose thread cannot be started (the system's
+// thread limit) gets that error on the calling thread instead of aborting
+// the process; its peers then fail to meet it within the timeout. Returns
+// when every thread has.
 void RunRanksAsThreads(const ComponentRef& comm, const ProcessGroupConfig& base, int world,
                        const std::function<void(int rank, StatusOr<ProcessGroup> group)>& body);
 
