@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <mutex>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "device/device_staging.h"
 #include "shardrec/sdk/optimizer.hpp"
 
@@ -108,10 +111,9 @@ Status CheckKernelOptimizer(const ComponentRef& kernel, int32_t optimizer) {
   if (!listed) return Status::Ok();
   const std::string name = sdk::OptimizerName(optimizer);
   if (std::find(listed->begin(), listed->end(), name) != listed->end()) return Status::Ok();
-  std::string have;
-  for (const auto& o : *listed) have += (have.empty() ? "" : ", ") + o;
-  return Status(SR_FAILED_PRECONDITION, "kernel '" + kernel.name() + "' has no optimizer '" + name +
-                                            "' (it has: " + (have.empty() ? "none listed" : have) + ")");
+  return Status(SR_FAILED_PRECONDITION,
+                fmt::format("kernel '{}' has no optimizer '{}' (it has: {})", kernel.name(), name,
+                            listed->empty() ? std::string("none listed") : fmt::format("{}", fmt::join(*listed, ", "))));
 }
 
 Kernel& Kernel::operator=(Kernel&&) noexcept = default;

@@ -57,6 +57,11 @@ OptionList PluginOptions::For(const std::string& kind, const std::string& name) 
   return it == by_component_.end() ? OptionList() : OptionList(it->second);
 }
 
+OptionList OptionsOf(const std::map<std::string, OptionList>& by_name, const std::string& name) {
+  const auto it = by_name.find(name);
+  return it == by_name.end() ? OptionList() : it->second;
+}
+
 std::map<std::string, OptionList> PluginOptions::ForKind(const std::string& kind) const {
   std::map<std::string, OptionList> out;
   for (const auto& [key, items] : by_component_) {

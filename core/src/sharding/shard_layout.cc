@@ -103,10 +103,8 @@ Status ShardLayout::BuildRouting(const PluginRegistry& registry, int32_t t) {
   auto ref = registry.Find(SR_KIND_SHARDER, table.sharding.sharding_type);
   bool custom = false;
   if (ref.ok()) {
-    const auto opts = plan_.sharder_options.find(table.sharding.sharding_type);
-    SR_ASSIGN_OR_RETURN(Sharder sharder, Sharder::Create(ref.value(), opts == plan_.sharder_options.end()
-                                                                          ? OptionList()
-                                                                          : opts->second));
+    SR_ASSIGN_OR_RETURN(Sharder sharder,
+                        Sharder::Create(ref.value(), OptionsOf(plan_.sharder_options, table.sharding.sharding_type)));
     if (sharder.HasRouteIds()) {
       r.router = std::make_shared<const Sharder>(std::move(sharder));
       custom = true;

@@ -225,9 +225,8 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
       if (it == sharders.end()) {
         auto ref = registry.Find(SR_KIND_SHARDER, p.sharding_type);
         if (!ref.ok()) return ref.status().WithContext("plan: " + who);
-        const auto opts = req.sharder_options.find(p.sharding_type);
         SR_ASSIGN_OR_RETURN(Sharder created,
-                            Sharder::Create(ref.value(), opts == req.sharder_options.end() ? OptionList() : opts->second));
+                            Sharder::Create(ref.value(), OptionsOf(req.sharder_options, p.sharding_type)));
         it = sharders.emplace(p.sharding_type, std::move(created)).first;
       }
       SR_ASSIGN_OR_RETURN(OptionList call, CallOptions(p, t, world, per_host));

@@ -36,6 +36,10 @@ class OptionList {
   std::vector<sr_named_value> values_;
 };
 
+// The options of component `name` in a by-name map such as
+// PluginOptions::ForKind's (empty when it has none).
+OptionList OptionsOf(const std::map<std::string, OptionList>& by_name, const std::string& name);
+
 class PluginOptions {
  public:
   // Parses "kind.name.key=value". Error names the flag and the format.
