@@ -114,7 +114,7 @@ int RunEmbed(const std::vector<std::string>& args) {
       ("iteration", po::value(&f.iteration)->default_value(1), "step number, 1-based (Adam's bias correction)")
       ("kernel", po::value(&f.kernel)->default_value("cpu"), "compute-kernel plugin to run on")
       ("bounds-check", po::value(&f.bounds)->default_value("fatal"),
-       "ids outside a table: fatal (error, nothing written), warning (log, treat as absent), ignore, none")
+       "ids outside a table: fatal (error, nothing written), warning (log, treat as absent), ignore (treat as absent), none (as ignore: the kernel skips its check, so the module checks)")
       ("plan", po::value(&f.plan), "run sharded with this JSON plan file (see docs/sharding.md)")
       ("sharder", po::value(&f.sharder), "run sharded, every table split by this sharder (e.g. row_wise)");
   po::variables_map vm;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "shardrec/core/host_services.h"
 #include "shardrec/core/modules/embedding_bag_collection.h"
@@ -161,6 +162,32 @@ TEST_F(EmbeddingModules, ErrorsAUserMeetsFirst) {
                 .status()
                 .code(),
             SR_INVALID_ARGUMENT);
+}
+
+// Issue 16, defect 7: with NONE the module used to hand the kernel ids it
+// had not checked, and the kernel read outside the table (ASan: heap
+// overflow; UBSan: signed overflow on 2^62). The sharded path drops such ids
+// while routing; the unsharded one must agree: absent, and counted.
+TEST_F(EmbeddingModules, BoundsCheckNoneDropsIdsOutsideTheTableAsTheShardedPathDoes) {
+  const std::vector<int64_t> ids = {1, -1, 7, int64_t{1} << 62, 2, std::numeric_limits<int64_t>::min()};
+  const auto kjt = KeyedJaggedTensor::FromLengths({"f1"}, ids, {2, 2, 2}).value();
+  auto output = [&](int32_t mode, int64_t* invalid) {
+    EmbeddingModuleOptions options;
+    options.bounds_check = mode;
+    options.init_seed = 3;
+    auto ebc = EmbeddingBagCollection::Create(registry_, {Table("t1", 3, 4, {"f1"})}, options);
+    EXPECT_TRUE(ebc.ok()) << ebc.status().ToString();
+    auto kt = ebc->Forward(kjt, invalid);
+    EXPECT_TRUE(kt.ok()) << kt.status().ToString();
+    return kt->values().Clone();
+  };
+  int64_t ignored = -1, none = -1;
+  const Tensor expected = output(SR_BOUNDS_CHECK_IGNORE, &ignored);
+  const Tensor got = output(SR_BOUNDS_CHECK_NONE, &none);
+  EXPECT_EQ(ignored, 4);
+  EXPECT_EQ(none, 4);
+  ASSERT_EQ(got.numel(), expected.numel());
+  for (int64_t i = 0; i < got.numel(); ++i) EXPECT_EQ(got.data<float>()[i], expected.data<float>()[i]) << i;
 }
 
 TEST_F(EmbeddingModules, WeightsRoundTripAndShapeChecks) {

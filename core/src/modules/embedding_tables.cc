@@ -203,6 +203,14 @@ StatusOr<EmbeddingTables::LookupBuffers> EmbeddingTables::PrepareLookup(const Ke
 }
 
 namespace {
+// The bounds-check mode the kernel is asked for. NONE lets a kernel skip its
+// check, so a caller passing NONE vouches that every id is in range. The
+// module's input is a user's batch, which it cannot vouch for, so it asks for
+// IGNORE instead: ids outside their table count as absent and are counted,
+// exactly what the sharded input dist does with them (it must check every id
+// to route it). Both paths then give the same output for the same batch.
+int32_t KernelBoundsCheck(int32_t mode) { return mode == SR_BOUNDS_CHECK_NONE ? SR_BOUNDS_CHECK_IGNORE : mode; }
+
 struct LookupViews {
   LookupViews(const KeyedJaggedTensor& kjt, const std::vector<float>& weights)
       : offsets(kjt.offsets().data(), {static_cast<int64_t>(kjt.offsets().size())}),
@@ -223,7 +231,7 @@ struct LookupViews {
     lookup.offsets = offsets.get();
     lookup.indices = indices.get();
     lookup.per_sample_weights = b.weights.empty() ? nullptr : weights_view.get();
-    lookup.bounds_check = bounds_check;
+    lookup.bounds_check = KernelBoundsCheck(bounds_check);
     return lookup;
   }
   DLView offsets, indices, weights_view;
