@@ -1,12 +1,14 @@
 // Loading and validating one plugin library (ABI rules 1-3, 10, 11).
 #include "shardrec/core/plugin_library.h"
 
+#include <mutex>
 #include <regex>
 #include <string>
 #include <system_error>
 #include <vector>
 
 #include "boost_dll.h"
+#include "plugin_guard/crash_note.h"
 #include "shardrec/core/status.h"
 
 namespace shardrec {
@@ -215,6 +217,27 @@ Status PluginLibrary::TakeStatus(sr_status* status, const std::string& what) con
   return Status(code, what + ": " + (text.empty() ? "(no message)" : text));
 }
 
+namespace {
+std::mutex g_loading_mu;
+std::filesystem::path g_loading;  // the library Load is in, or empty
+
+struct LoadingMark {
+  explicit LoadingMark(const std::filesystem::path& path) {
+    std::lock_guard<std::mutex> lock(g_loading_mu);
+    g_loading = path;
+  }
+  ~LoadingMark() {
+    std::lock_guard<std::mutex> lock(g_loading_mu);
+    g_loading.clear();
+  }
+};
+}  // namespace
+
+std::filesystem::path LibraryBeingLoaded() {
+  std::lock_guard<std::mutex> lock(g_loading_mu);
+  return g_loading;
+}
+
 StatusOr<std::shared_ptr<PluginLibrary>> PluginLibrary::Load(const std::filesystem::path& path_in,
                                                              const sr_host_api* host) {
   std::error_code ec;
@@ -226,6 +249,10 @@ StatusOr<std::shared_ptr<PluginLibrary>> PluginLibrary::Load(const std::filesyst
 
   SR_ASSIGN_OR_RETURN(PluginFileName file, ParsePluginFileName(path.filename().string()));
 
+  // From here to the end of initialize() the library's own code runs: a
+  // crash names it, and an exit() guard can ask which library it was.
+  const CrashNote note("while loading plugin library " + path.string());
+  const LoadingMark mark(path);
   auto impl = std::make_unique<Impl>();
   try {
     impl->library.load(boost::dll::fs::path(path.string()),

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "boost_dll.h"
+#include "plugin_guard/path_trust.h"
 
 #ifndef SHARDREC_PLUGIN_RELDIR
 #error "SHARDREC_PLUGIN_RELDIR must be defined by the build"
@@ -25,7 +26,46 @@ void PluginRegistry::Skip(const fs::path& path, Status reason) {
   skipped_.push_back(SkippedPlugin{path, std::move(reason)});
 }
 
-Status PluginRegistry::LoadLibrary(const fs::path& path) {
+namespace {
+
+// A path that would be refused as unsafe: the refusal, or (allowed) a
+// warning and OK.
+Status Trusted(const fs::path& path, bool allow_unsafe) {
+  Status s = CheckOnlyWeCanWrite(path);
+  if (s.ok() || !allow_unsafe) return s;
+  spdlog::warn("loading plugins from an unsafe place (--allow-unsafe-plugins): {}", s.message());
+  return Status::Ok();
+}
+
+// A plugin directory as given: `.` (however spelled) is refused unless
+// allowed, since it loads whatever directory the command runs in; so is a
+// relative entry of SHARDREC_PLUGIN_PATH, which changes meaning with the
+// current directory just as `.` does.
+Status CheckDirectoryEntry(const fs::path& dir, bool from_environment, bool allow_unsafe) {
+  std::string why;
+  std::error_code ec;
+  if (from_environment && dir.is_relative()) {
+    why = "is relative, so it names a different directory wherever shardrec runs; give an absolute path";
+  } else if (dir.is_relative() && fs::equivalent(dir, fs::current_path(ec), ec)) {
+    why = "is the current directory: a plugin directory is named, not wherever the command runs; give its path";
+  }
+  if (why.empty()) return Status::Ok();
+  if (allow_unsafe) {
+    spdlog::warn("plugin directory '{}' {} (loaded anyway: --allow-unsafe-plugins)", dir.string(), why);
+    return Status::Ok();
+  }
+  return FailedPreconditionError("plugin directory '" + dir.string() + "' " + why +
+                                 " (or pass --allow-unsafe-plugins)");
+}
+
+}  // namespace
+
+Status PluginRegistry::LoadLibrary(const fs::path& path, bool allow_unsafe) {
+  if (Status s = Trusted(path, allow_unsafe); !s.ok()) {
+    Status refused(s.code(), s.message() + "; not loaded (--allow-unsafe-plugins loads it with a warning)");
+    Skip(path, refused);
+    return refused;
+  }
   // The same file twice must not be initialised twice: both copies would
   // share one dlopen handle, and dropping one would shut the other down.
   std::error_code ec;
@@ -72,13 +112,25 @@ void PluginRegistry::Discover(const DiscoveryOptions& options) {
 }
 
 void PluginRegistry::DiscoverInto(const DiscoveryOptions& options) {
-  std::vector<fs::path> dirs = options.plugin_dirs;
+  std::vector<fs::path> dirs;
+  for (const fs::path& dir : options.plugin_dirs) {
+    if (Status s = CheckDirectoryEntry(dir, false, options.allow_unsafe_paths); !s.ok()) {
+      Skip(dir, s);
+    } else {
+      dirs.push_back(dir);
+    }
+  }
   if (options.use_environment) {
     if (const char* env = std::getenv("SHARDREC_PLUGIN_PATH"); env != nullptr) {
       std::stringstream ss(env);
       std::string item;
       while (std::getline(ss, item, ':')) {
-        if (!item.empty()) dirs.emplace_back(item);
+        if (item.empty()) continue;
+        if (Status s = CheckDirectoryEntry(item, true, options.allow_unsafe_paths); !s.ok()) {
+          Skip(fs::path(item), Status(s.code(), s.message() + " (in SHARDREC_PLUGIN_PATH)"));
+        } else {
+          dirs.emplace_back(item);
+        }
       }
     }
   }
@@ -88,7 +140,17 @@ void PluginRegistry::DiscoverInto(const DiscoveryOptions& options) {
     if (fs::is_directory(def, ec)) dirs.push_back(def);  // absent beside a bare binary: fine
   }
 
-  for (const fs::path& file : options.plugin_files) (void)LoadLibrary(file);
+  for (const fs::path& file : options.plugin_files) (void)LoadLibrary(file, options.allow_unsafe_paths);
+
+  // A directory's library is loaded when its file name promises a kind the
+  // command uses (or a bundle); a name that breaks the convention is loaded
+  // so that Load names what is wrong with it.
+  auto wanted = [&](const fs::path& file) {
+    if (options.kinds.empty()) return true;
+    auto name = ParsePluginFileName(file.filename().string());
+    if (!name.ok() || name->kind == "bundle") return true;
+    return std::find(options.kinds.begin(), options.kinds.end(), KindFromName(name->kind)) != options.kinds.end();
+  };
 
   std::vector<fs::path> seen_dirs;
   for (const fs::path& dir : dirs) {
@@ -104,6 +166,11 @@ void PluginRegistry::DiscoverInto(const DiscoveryOptions& options) {
     const fs::path canon = fs::canonical(dir, ec);
     if (std::find(seen_dirs.begin(), seen_dirs.end(), canon) != seen_dirs.end()) continue;
     seen_dirs.push_back(canon);
+    if (Status s = Trusted(dir, options.allow_unsafe_paths); !s.ok()) {
+      Skip(dir, Status(s.code(), s.message() + "; none of its plugins were loaded "
+                                               "(--allow-unsafe-plugins loads them with a warning)"));
+      continue;
+    }
 
     std::vector<fs::path> files;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
@@ -119,7 +186,9 @@ void PluginRegistry::DiscoverInto(const DiscoveryOptions& options) {
       continue;
     }
     std::sort(files.begin(), files.end());
-    for (const fs::path& f : files) (void)LoadLibrary(f);
+    for (const fs::path& f : files) {
+      if (wanted(f)) (void)LoadLibrary(f, options.allow_unsafe_paths);
+    }
   }
 }
 

@@ -29,6 +29,10 @@ void AddGlobalOptions(po::options_description& desc, GlobalOptions* g) {
        "load this plugin library explicitly (repeatable)")
       ("no-default-plugins", po::bool_switch(&g->no_default_plugins),
        "do not scan the plugin directory installed beside this program")
+      ("allow-unsafe-plugins", po::bool_switch(&g->allow_unsafe_plugins),
+       "load, with a warning, plugins from places shardrec refuses: a library or directory another "
+       "user could write, the current directory ('.'), a relative SHARDREC_PLUGIN_PATH entry (see "
+       "docs/abi.md)")
       ("plugin-opt", po::value(&g->plugin_opts)->composing(),
        "option for one component, KIND.NAME.KEY=VALUE, e.g. eviction.lru.decay_exponent=2 "
        "(repeatable)")
@@ -182,7 +186,7 @@ Status ApplyGlobals(const GlobalOptions& g, PluginOptions* options, int32_t& ses
 
 }  // namespace
 
-bool OpenSession(const std::string& command, const GlobalOptions& g, bool discover,
+bool OpenSession(const std::string& command, const GlobalOptions& g, const PluginKinds& kinds,
                  HostSession* session) {
   int32_t level = SR_LOG_WARN;
   if (Status s = ApplyGlobals(g, &session->plugin_options, level); !s.ok()) {
@@ -190,15 +194,20 @@ bool OpenSession(const std::string& command, const GlobalOptions& g, bool discov
     return false;
   }
   session->services.set_min_log_level(level);
-  if (discover) {
+  if (!kinds.empty()) {
     DiscoveryOptions d;
     for (const auto& p : g.plugin_dirs) d.plugin_dirs.emplace_back(p);
     for (const auto& p : g.plugins) d.plugin_files.emplace_back(p);
     d.use_default_dir = !g.no_default_plugins;
+    d.kinds = kinds;
+    d.allow_unsafe_paths = g.allow_unsafe_plugins;
     session->registry.Discover(d);
-    // An option for a component that does not exist is a typo, not a no-op.
+    // An option for a component that does not exist is a typo, not a no-op
+    // (options for kinds this command does not load are not its business).
     for (const auto& [kind, name] : session->plugin_options.Components()) {
-      if (!session->registry.Find(KindFromName(kind), name).ok()) {
+      const int32_t k = KindFromName(kind);
+      if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) continue;
+      if (!session->registry.Find(k, name).ok()) {
         std::cerr << "shardrec " << command << ": --plugin-opt names " << kind << " '" << name
                   << "', which no plugin provides (see 'shardrec plugins list')\n";
         return false;

@@ -29,6 +29,7 @@ struct GlobalOptions {
   std::vector<std::string> plugins;
   std::vector<std::string> plugin_opts;
   bool no_default_plugins = false;
+  bool allow_unsafe_plugins = false;
   std::string config;
   std::string log_level = "warn";
   bool json = false;
@@ -75,9 +76,16 @@ struct HostSession {
   PluginRegistry registry{&services};
 };
 
-// Applies the global flags to `session` and, when `discover`, finds the
-// plugins they name. On a malformed flag prints the error and returns false.
-bool OpenSession(const std::string& command, const GlobalOptions& g, bool discover,
+// The plugin kinds (SR_KIND_*) a command uses: only libraries of these kinds
+// (and bundles, and --plugin files) are loaded, so a broken plugin of
+// another kind cannot break the command. kNoPlugins: no discovery at all.
+using PluginKinds = std::vector<int32_t>;
+inline const PluginKinds kNoPlugins = {};
+inline const PluginKinds kAllPluginKinds = {SR_KIND_SHARDER, SR_KIND_KERNEL, SR_KIND_COMM, SR_KIND_EVICTION};
+
+// Applies the global flags to `session` and finds the plugins of `kinds`
+// they name. On a malformed flag prints the error and returns false.
+bool OpenSession(const std::string& command, const GlobalOptions& g, const PluginKinds& kinds,
                  HostSession* session);
 
 // Writes `line` and a newline to `os` whole, under one process-wide lock:

@@ -37,7 +37,7 @@ int RunBenchAbi(const std::vector<std::string>& args) {
   return kExitFailure;
 #else
   HostSession session;
-  if (!OpenSession("bench abi", g, /*discover=*/true, &session)) return kExitUsage;
+  if (!OpenSession("bench abi", g, {SR_KIND_EVICTION}, &session)) return kExitUsage;
   auto ref = session.registry.Find(SR_KIND_EVICTION, policy_name);
   if (!ref.ok()) {
     std::cerr << "shardrec bench abi: " << ref.status().message() << "\n";

@@ -57,7 +57,7 @@ int RunBenchComm(const std::vector<std::string>& args) {
   c.op = op.value();
   c.baseline = !no_baseline;
   HostSession session;
-  if (!OpenSession("bench comm", g, /*discover=*/true, &session)) return kExitUsage;
+  if (!OpenSession("bench comm", g, {SR_KIND_COMM}, &session)) return kExitUsage;
   const OptionList gloo_options = session.plugin_options.For("comm", "gloo");
   for (const auto& [key, value] : gloo_options.items()) {
     if (key == "hostname") c.gloo_hostname = value;

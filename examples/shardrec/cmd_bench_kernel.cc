@@ -79,7 +79,7 @@ int RunBenchKernel(const std::vector<std::string>& args) {
   c.optimizer_params = spec->params;
 
   HostSession session;
-  if (!OpenSession("bench kernel", g, /*discover=*/true, &session)) return kExitUsage;
+  if (!OpenSession("bench kernel", g, {SR_KIND_KERNEL}, &session)) return kExitUsage;
   auto ref = session.registry.Find(SR_KIND_KERNEL, kernel_name);
   if (!ref.ok()) return fail(ref.status().message());
   if (Status st = CheckKernelsUsable(session.registry, {kernel_name}, c.optimizer); !st.ok()) {

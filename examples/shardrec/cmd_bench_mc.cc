@@ -109,7 +109,7 @@ int RunBenchMc(const std::vector<std::string>& args) {
 
   for (const std::string& file : PolicyLibraries({c.policy})) g.plugins.push_back(file);
   HostSession session;
-  if (!OpenSession("bench mc", g, /*discover=*/true, &session)) return kExitUsage;
+  if (!OpenSession("bench mc", g, {SR_KIND_EVICTION}, &session)) return kExitUsage;
   ResolvedPolicy policy;
   if (!ResolvePolicy("bench mc", session, c.policy, &policy, &code)) return code;
   c.policy = policy.name;

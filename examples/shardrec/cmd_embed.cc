@@ -15,13 +15,16 @@
 #include "cli.h"
 #include "commands.h"
 #include "embed_job.h"
+#include "memory_check.h"
 #include "shardrec/core/io/batch_dir.h"
 #include "shardrec/core/io/names.h"
+#include "shardrec/core/io/staged_directory.h"
 #include "shardrec/core/launch/dist_env.h"
 #include "shardrec/core/modules/embedding_bag_collection.h"
 #include "shardrec/core/modules/embedding_collection.h"
 #include "shardrec/core/tensor/dtype_convert.h"
 #include "shardrec/core/tensor/npy.h"
+#include "shardrec/core/text/byte_size.h"
 #include "shardrec/core/text/counted.h"
 
 namespace shardrec::cli {
@@ -115,6 +118,9 @@ int RunEmbed(const std::vector<std::string>& args) {
       ("kernel", po::value(&f.kernel)->default_value("cpu"), "compute-kernel plugin to run on")
       ("bounds-check", po::value(&f.bounds)->default_value("fatal"),
        "ids outside a table: fatal (error, nothing written), warning (log, treat as absent), ignore (treat as absent), none (as ignore: the kernel skips its check, so the module checks)")
+      ("max-memory", po::value(&f.max_memory),
+       "the most this machine's ranks may allocate for tables and optimizer state (e.g. 20GiB); default: the "
+       "memory available now. A bigger job is refused before allocating")
       ("plan", po::value(&f.plan), "run sharded with this JSON plan file (see docs/sharding.md)")
       ("sharder", po::value(&f.sharder), "run sharded, every table split by this sharder (e.g. row_wise)");
   po::variables_map vm;
@@ -132,8 +138,13 @@ int RunEmbed(const std::vector<std::string>& args) {
              "table-wise plan.")) {
     return code;
   }
+  auto env = ReadDistEnv();
+  const bool sharded = !f.plan.empty() || !f.sharder.empty() || !vm["world-size"].defaulted() ||
+                       (env.ok() && env->launched());
   HostSession session;
-  if (!OpenSession("embed", g, /*discover=*/true, &session)) return kExitUsage;
+  const PluginKinds kinds = sharded ? PluginKinds{SR_KIND_KERNEL, SR_KIND_SHARDER, SR_KIND_COMM}
+                                    : PluginKinds{SR_KIND_KERNEL};
+  if (!OpenSession("embed", g, kinds, &session)) return kExitUsage;
   const auto start = std::chrono::steady_clock::now();
 
   auto tables = LoadTablesFile(f.tables);
@@ -153,11 +164,15 @@ int RunEmbed(const std::vector<std::string>& args) {
       return Fail(st.message());
     }
   }
+  if (!f.max_memory.empty()) {
+    auto bytes = ParseByteSize(f.max_memory);
+    if (!bytes.ok()) return Fail("--max-memory: " + bytes.status().message());
+    f.memory_limit = MemoryLimitFor(bytes.value(), "--max-memory");
+  } else {
+    f.memory_limit = MemoryLimitFor(0, "--max-memory");
+  }
   auto kjt = ReadKjtDir(f.batch);
   if (!kjt.ok()) return Fail(kjt.status().message());
-  auto env = ReadDistEnv();
-  const bool sharded = !f.plan.empty() || !f.sharder.empty() || !vm["world-size"].defaulted() ||
-                       (env.ok() && env->launched());
   if (sharded) {
     if (!f.plan.empty() && !f.sharder.empty()) {
       std::cerr << "shardrec embed: give --plan or --sharder, not both\n";
@@ -166,6 +181,11 @@ int RunEmbed(const std::vector<std::string>& args) {
     return RunShardedEmbed(args, f, g, comm, session, tables.value(), options, kjt.value(), vm.count("grad") > 0);
   }
 
+  if (Status s = CheckMemory(UnshardedTableBytes(tables.value(), options.optimizer.optimizer), f.memory_limit,
+                             "the tables and their optimizer state", "--max-memory");
+      !s.ok()) {
+    return Fail(s.message());
+  }
   std::vector<EmbeddingTableConfig> pooled, sequence;
   for (const auto& t : tables.value()) (t.pooling == PoolingType::kNone ? sequence : pooled).push_back(t);
   std::optional<EmbeddingBagCollection> ebc;
@@ -223,28 +243,35 @@ int RunEmbed(const std::vector<std::string>& args) {
 
 int WriteEmbedOutputs(const EmbedOutputs& r, const EmbedFlags& f, const GlobalOptions& g, const KeyedJaggedTensor& kjt,
                       const EmbeddingModuleOptions& options, double seconds, const std::string& how) {
-  // Everything is computed: now write.
+  // Everything is computed: now write, into a staging directory beside
+  // --out that replaces it as a whole once every file is written, so an
+  // error while writing (a full disk, a name that cannot be a file) leaves
+  // --out as it was.
   // "out/" and "out" name the same directory: print "out/values.npy", never "out//values.npy".
   const fs::path out_dir = fs::path(f.out).lexically_normal();
+  auto staged = StagedDirectory::Begin(out_dir, {"values.npy", "keys.txt", "offset_per_key.npy", "sequence", "tables"});
+  if (!staged.ok()) return Fail("--out: " + staged.status().message());
+  const fs::path& dir = staged->staging();
   if (r.pooled) {
-    if (Status s = WriteKeyedTensorDir(out_dir, *r.pooled); !s.ok()) return Fail(s.message());
+    if (Status s = WriteKeyedTensorDir(dir, *r.pooled); !s.ok()) return Fail(s.message());
   }
   for (const auto& [feature, jt] : r.sequence) {
-    auto dir = PathUnder(out_dir / "sequence", "feature", feature);
-    if (!dir.ok()) return Fail(dir.status().message());
-    if (Status s = WriteJaggedDir(*dir, jt); !s.ok()) return Fail(s.message());
+    auto path = PathUnder(dir / "sequence", "feature", feature);
+    if (!path.ok()) return Fail(path.status().message());
+    if (Status s = WriteJaggedDir(*path, jt); !s.ok()) return Fail(s.message());
   }
   for (const auto& t : r.updated) {
     std::error_code ec_dir;
-    fs::create_directories(out_dir / "tables", ec_dir);
-    auto weights = PathUnder(out_dir / "tables", "table", t.name, ".npy");
-    auto state = PathUnder(out_dir / "tables", "table", t.name, ".state.npy");
+    fs::create_directories(dir / "tables", ec_dir);
+    auto weights = PathUnder(dir / "tables", "table", t.name, ".npy");
+    auto state = PathUnder(dir / "tables", "table", t.name, ".state.npy");
     if (!weights.ok()) return Fail(weights.status().message());
     if (Status s = WriteNpy(*weights, t.weights); !s.ok()) return Fail(s.message());
     if (t.state.size(1) > 0) {
       if (Status s = WriteNpy(*state, t.state); !s.ok()) return Fail(s.message());
     }
   }
+  if (Status s = staged->Commit(); !s.ok()) return Fail("--out: " + s.message());
   const int64_t batch = r.pooled ? r.pooled->batch_size() : kjt.stride();
   if (g.json) {
     nlohmann::json j{{"batch_size", batch},

@@ -149,7 +149,7 @@ int RunPluginsList(const std::vector<std::string>& args) {
   int code = kExitOk;
   if (!Parse("plugins list", args, desc, nullptr, &vm, &code)) return code;
   HostSession session;
-  if (!OpenSession("plugins list", g, /*discover=*/true, &session)) return kExitUsage;
+  if (!OpenSession("plugins list", g, kAllPluginKinds, &session)) return kExitUsage;
   const PluginRegistry& registry = session.registry;
   if (g.json) {
     std::cout << PluginsJson(registry).dump() << "\n";
@@ -181,7 +181,7 @@ int RunPluginsCheck(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   HostSession session;
-  if (!OpenSession("plugins check", g, /*discover=*/false, &session)) return kExitUsage;
+  if (!OpenSession("plugins check", g, kNoPlugins, &session)) return kExitUsage;
   PluginRegistry& registry = session.registry;
   CheckTotals totals;
   json refused = json::array();
@@ -214,7 +214,7 @@ int RunPlugins(const std::vector<std::string>& args) {
     return code;
   }
   HostSession session;
-  if (!OpenSession("plugins", g, /*discover=*/true, &session)) return kExitUsage;
+  if (!OpenSession("plugins", g, kAllPluginKinds, &session)) return kExitUsage;
   const PluginRegistry& registry = session.registry;
   CheckTotals totals;
   if (!g.json) {

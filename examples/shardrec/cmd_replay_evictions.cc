@@ -141,7 +141,7 @@ int RunReplayEvictions(const std::vector<std::string>& args) {
 
   for (const std::string& file : PolicyLibraries(policies)) g.plugins.push_back(file);
   HostSession session;
-  if (!OpenSession("replay-evictions", g, /*discover=*/true, &session)) return kExitUsage;
+  if (!OpenSession("replay-evictions", g, {SR_KIND_EVICTION}, &session)) return kExitUsage;
   std::vector<PolicyRun> runs(policies.size());
   for (size_t i = 0; i < policies.size(); ++i) {
     if (!ResolvePolicy("replay-evictions", session, policies[i], &runs[i].policy, &code)) return code;

@@ -22,14 +22,17 @@
 #include "cli.h"
 #include "comm_job.h"
 #include "commands.h"
+#include "memory_check.h"
 #include "progress.h"
-#include "shardrec/core/text/counted.h"
 #include "shardrec/core/launch/dist_env.h"
 #include "shardrec/core/managed_collision/managed_collision_embedding.h"
 #include "shardrec/core/modules/embedding_bag_collection.h"
 #include "shardrec/core/modules/sharded_embedding_bag_collection.h"
+#include "shardrec/core/resources/memory.h"
 #include "shardrec/core/sharding/sharding_plan.h"
 #include "shardrec/core/tensor/dtype_convert.h"
+#include "shardrec/core/text/byte_size.h"
+#include "shardrec/core/text/counted.h"
 #include "shardrec/sdk/optimizer.hpp"
 #include "train_data.h"
 
@@ -40,7 +43,7 @@ namespace {
 struct TrainFlags {
   std::string tables = "4x100000x64,2x20000x16";
   std::string plan, plan_out, sharder, kernel = "cpu", optimizer = "adagrad,lr=0.05", ids = "uniform";
-  std::string pooling_factor = "8", bounds = "fatal", memory_per_rank;
+  std::string pooling_factor = "8", bounds = "fatal", memory_per_rank, max_memory;
   int64_t batch = 512, steps = 100;
   uint64_t seed = 0;
   bool verify = false, no_fast_paths = false;
@@ -48,33 +51,6 @@ struct TrainFlags {
   std::vector<std::string> managed_collision;  // TABLE:SPEC
   int64_t raw_id_space = 0;                    // 0: 10 x the rows of each managed table
 };
-
-// "512MiB", "2GiB", "1000000" -> bytes.
-StatusOr<int64_t> ParseBytes(const std::string& text) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (...) {
-    used = 0;
-  }
-  const std::string unit = text.substr(used);
-  double scale = 0;
-  if (unit.empty() || unit == "B") scale = 1;
-  if (unit == "KiB" || unit == "K") scale = 1024.0;
-  if (unit == "MiB" || unit == "M") scale = 1024.0 * 1024;
-  if (unit == "GiB" || unit == "G") scale = 1024.0 * 1024 * 1024;
-  if (used == 0 || scale == 0 || !(v > 0)) {
-    return InvalidArgumentError("'" + text + "' is not a size (e.g. 1000000, 512MiB, 2GiB)");
-  }
-  return static_cast<int64_t>(v * scale);
-}
-
-std::string Bytes(int64_t b) {
-  if (b >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1 << 30));
-  if (b >= (int64_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
-  return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
-}
 
 // The largest |got - want|, and the largest |got - want| / max(1, |want|):
 // large accumulators (Adagrad's sum of squares) are judged relative to
@@ -311,7 +287,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
     }
   }
   out += "memory per rank (weights + optimizer state):";
-  for (size_t i = 0; i < r.bytes.size(); ++i) out += fmt::format(" [{}] {}", i, Bytes(r.bytes[i]));
+  for (size_t i = 0; i < r.bytes.size(); ++i) out += fmt::format(" [{}] {}", i, FormatByteSize(r.bytes[i]));
   out += "\n";
   if (r.verify) {
     const auto& v = *r.verify;
@@ -347,6 +323,9 @@ int RunTrain(const std::vector<std::string>& args) {
       ("kernel", po::value(&f.kernel)->default_value(f.kernel), "compute-kernel plugin for tables the plan leaves open")
       ("memory-per-rank", po::value(&f.memory_per_rank),
        "bytes of weights + optimizer state each rank may hold (e.g. 512MiB, 2GiB); a plan over it is refused")
+      ("max-memory", po::value(&f.max_memory),
+       "the most this machine's ranks may allocate for tables and optimizer state (e.g. 20GiB); default: the "
+       "memory available now (MemAvailable, or the cgroup's limit). A bigger job is refused before allocating")
       ("batch", po::value(&f.batch)->default_value(f.batch), "samples per rank per step")
       ("steps", po::value(&f.steps)->default_value(f.steps), "training steps")
       ("seed", po::value(&f.seed)->default_value(f.seed), "seed of the initial weights and the synthetic data")
@@ -446,10 +425,18 @@ int RunTrain(const std::vector<std::string>& args) {
   options.bounds_check = bounds.value();
   int64_t memory_per_rank = 0;
   if (!f.memory_per_rank.empty()) {
-    auto bytes = ParseBytes(f.memory_per_rank);
+    auto bytes = ParseByteSize(f.memory_per_rank);
     if (!bytes.ok()) return fail("--memory-per-rank: " + bytes.status().message());
     memory_per_rank = bytes.value();
   }
+  int64_t max_memory = 0;
+  if (!f.max_memory.empty()) {
+    auto bytes = ParseByteSize(f.max_memory);
+    if (!bytes.ok()) return fail("--max-memory: " + bytes.status().message());
+    max_memory = bytes.value();
+  }
+  // Read once, before ranks start: ranks as threads judge by one figure.
+  const MemoryLimit memory_limit = MemoryLimitFor(max_memory, "--max-memory");
   std::optional<PlanSpec> spec;
   if (!f.plan.empty()) {
     auto loaded = LoadPlanFile(f.plan);
@@ -458,7 +445,7 @@ int RunTrain(const std::vector<std::string>& args) {
   }
 
   HostSession session;
-  if (!OpenSession("train", g, /*discover=*/true, &session)) return kExitUsage;
+  if (!OpenSession("train", g, kAllPluginKinds, &session)) return kExitUsage;
   options.kernel_options = session.plugin_options.For("kernel", f.kernel);
   std::vector<std::string> kernels{f.kernel};
   if (spec) {
@@ -497,6 +484,18 @@ int RunTrain(const std::vector<std::string>& args) {
     };
     auto plan = MakePlan(session.registry, req);
     if (!plan.ok()) return lead ? fail(plan.status().message()) : kExitUsage;
+    // Before anything is allocated. --verify's unsharded copy lives on rank
+    // 0, which is in this process when it is the lead or the ranks are threads
+    // (then every rank counts it, so that all of them decide alike).
+    const bool copy_here = f.verify && (lead || group.backend() == "local");
+    const int64_t unsharded = copy_here ? UnshardedTableBytes(tables.value(), opt) : 0;
+    if (Status s = CheckMemory(PlanBytesInThisProcess(plan.value(), group) + unsharded, memory_limit,
+                               "the tables and their optimizer state on this machine", "--max-memory");
+        !s.ok()) {
+      if (lead) return fail(s.message(), kExitFailure);
+      if (group.backend() != "local") PrintLine(std::cerr, "shardrec train: rank " + std::to_string(group.rank()) + ": " + s.message());
+      return kExitFailure;
+    }
     if (lead) {
       std::lock_guard<std::mutex> lock(out);
       if (!f.plan_out.empty()) {

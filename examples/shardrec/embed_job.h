@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "comm_job.h"
 #include "shardrec/core/modules/embedding_tables.h"
+#include "shardrec/core/resources/memory.h"
 #include "shardrec/core/sparse/keyed_jagged_tensor.h"
 #include "shardrec/core/sparse/keyed_tensor.h"
 
@@ -24,6 +25,8 @@ struct EmbedFlags {
   uint64_t init_seed = 0;
   int64_t iteration = 1;
   std::string plan, sharder;  // sharded runs
+  std::string max_memory;     // --max-memory as given
+  MemoryLimit memory_limit;   // from it, or the memory available; read once before ranks start
 };
 
 struct TableFiles {

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "embed_job.h"
+#include "memory_check.h"
 #include "shardrec/core/modules/sharded_embedding_bag_collection.h"
 #include "shardrec/core/modules/sharded_embedding_collection.h"
 #include "shardrec/core/sharding/sharding_plan.h"
@@ -79,15 +80,26 @@ Status EmbedRank(const ProcessGroup& group, const HostSession& session, const Em
 
   std::optional<ShardedEmbeddingBagCollection> ebc;
   std::optional<ShardedEmbeddingCollection> ec;
+  std::optional<ShardingPlan> pooled_plan, sequence_plan;
+  int64_t bytes_here = 0;
   if (!pooled.empty()) {
-    SR_ASSIGN_OR_RETURN(auto plan, PlanFor(session, group, f, pooled, spec, options));
-    if (me == 0) spdlog::info("embed pooled tables:\n{}", FormatPlan(plan));
-    SR_ASSIGN_OR_RETURN(auto made, ShardedEmbeddingBagCollection::Create(session.registry, group, plan, options));
-    ebc.emplace(std::move(made));
+    SR_ASSIGN_OR_RETURN(pooled_plan, PlanFor(session, group, f, pooled, spec, options));
+    if (me == 0) spdlog::info("embed pooled tables:\n{}", FormatPlan(*pooled_plan));
+    bytes_here += PlanBytesInThisProcess(*pooled_plan, group);
   }
   if (!sequence.empty()) {
-    SR_ASSIGN_OR_RETURN(auto plan, PlanFor(session, group, f, sequence, spec, options));
-    SR_ASSIGN_OR_RETURN(auto made, ShardedEmbeddingCollection::Create(session.registry, group, plan, options));
+    SR_ASSIGN_OR_RETURN(sequence_plan, PlanFor(session, group, f, sequence, spec, options));
+    bytes_here += PlanBytesInThisProcess(*sequence_plan, group);
+  }
+  // Every rank decides alike (one limit, one plan) before anything is allocated.
+  SR_RETURN_IF_ERROR(CheckMemory(bytes_here, f.memory_limit, "the tables and their optimizer state on this machine",
+                                 "--max-memory"));
+  if (pooled_plan) {
+    SR_ASSIGN_OR_RETURN(auto made, ShardedEmbeddingBagCollection::Create(session.registry, group, *pooled_plan, options));
+    ebc.emplace(std::move(made));
+  }
+  if (sequence_plan) {
+    SR_ASSIGN_OR_RETURN(auto made, ShardedEmbeddingCollection::Create(session.registry, group, *sequence_plan, options));
     ec.emplace(std::move(made));
   }
   // --weights / --state: every rank reads the whole file and keeps its part.

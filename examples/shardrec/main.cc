@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "exit_guard.h"
 #include "shardrec/core/version.h"
 
 namespace shardrec::cli {
@@ -103,12 +104,15 @@ int Dispatch(const std::vector<std::string>& args) {
 }  // namespace shardrec::cli
 
 int main(int argc, char** argv) {
+  shardrec::cli::InstallExitGuard();
+  int code = shardrec::cli::kExitFailure;
   try {
     // Logs go to stderr so that stdout carries only results (and --json).
     spdlog::set_default_logger(spdlog::stderr_color_mt("shardrec"));
-    return shardrec::cli::Dispatch(std::vector<std::string>(argv + 1, argv + argc));
+    code = shardrec::cli::Dispatch(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const std::exception& e) {
     std::cerr << "shardrec: internal error: " << e.what() << "\n";
-    return shardrec::cli::kExitFailure;
   }
+  shardrec::cli::MarkHostExit();
+  return code;
 }

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "cli.h"
+#include "shardrec/core/io/leftovers.h"
 #include "shardrec/core/launch/dist_env.h"
 #include "shardrec/core/launch/process_launcher.h"
 
@@ -20,7 +21,11 @@ namespace shardrec::cli {
 
 StatusOr<TempRendezvousDir> TempRendezvousDir::Create() {
   const char* tmpdir = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp") + "/shardrec-rdzv-XXXXXX";
+  const std::string root = tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp";
+  // The PID in the name lets the next run remove the directory of a
+  // launcher that was killed (SIGKILL leaves it no chance to).
+  RemoveLeftoversOfDeadProcesses(root, "shardrec-rdzv-");
+  std::string pattern = root + "/shardrec-rdzv-" + std::to_string(getpid()) + "-XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) {
     return InternalError("cannot make a rendezvous directory '" + pattern + "': " + std::strerror(errno));
   }

@@ -13,8 +13,10 @@
 
 namespace shardrec::cli {
 
-// A fresh directory under $TMPDIR (or /tmp) for a file rendezvous, removed
-// with everything in it when this object goes. Not copyable.
+// A fresh directory under $TMPDIR (or /tmp) for a file rendezvous,
+// shardrec-rdzv-PID-XXXXXX, removed with everything in it when this object
+// goes. Create() first removes those whose PID is gone (a killed launcher's).
+// Not copyable.
 class TempRendezvousDir {
  public:
   static StatusOr<TempRendezvousDir> Create();

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -283,6 +284,64 @@ TEST(LaunchLocalRanks, SignalToLauncherReachesTheRanks) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(ReadFile(dir.path() / ("term." + std::to_string(i))), "TERM\n") << "rank " << i;
   }
+}
+
+// Issue 16, defect 6: a launcher killed with SIGKILL (no chance to stop
+// anyone) used to leave its ranks running. They die with it now.
+TEST(LaunchLocalRanks, RanksDieWithALauncherKilledBySigkill) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string d = dir.path().string();
+  const pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    LaunchSpec spec;
+    // Each rank writes its PID, then sleeps in the foreground (exec: the
+    // rank process is the sleep itself).
+    spec.command = {"/bin/sh", "-c", "echo $$ > \"" + d + "/pid.$LOCAL_RANK.tmp\"; mv \"" + d +
+                                         "/pid.$LOCAL_RANK.tmp\" \"" + d + "/pid.$LOCAL_RANK\"; exec sleep 30"};
+    spec.nproc_per_node = 2;
+    spec.log = [](const std::string&) {};
+    StatusOr<LaunchResult> r = LaunchLocalRanks(spec);
+    _exit(r.ok() ? r->exit_code : 99);
+  }
+  const bool up = WaitForFiles(dir.path(), "pid.", 2, std::chrono::seconds(20));
+  kill(launcher, SIGKILL);
+  waitpid(launcher, nullptr, 0);
+  ASSERT_TRUE(up) << "the ranks did not start";
+  for (int i = 0; i < 2; ++i) {
+    const pid_t rank = static_cast<pid_t>(std::stol(ReadFile(dir.path() / ("pid." + std::to_string(i)))));
+    // The rank is re-parented and reaped by init (or a subreaper) once it
+    // dies; until then kill(pid, 0) finds it.
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    bool gone = false;
+    while (!gone && Clock::now() < deadline) {
+      gone = kill(rank, 0) != 0 && errno == ESRCH;
+      if (!gone) {
+        std::ifstream stat("/proc/" + std::to_string(rank) + "/stat");
+        std::string pid_field, comm, state;
+        gone = (stat >> pid_field >> comm >> state) && state == "Z";  // dead, not yet reaped
+      }
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!gone) kill(rank, SIGKILL);
+    EXPECT_TRUE(gone) << "rank " << i << " (pid " << rank << ") outlived its launcher";
+  }
+}
+
+// A stopped rank (SIGSTOP) cannot act on SIGTERM until it is continued: the
+// launcher sends SIGCONT after SIGTERM, so stopping costs no grace period.
+TEST(LaunchLocalRanks, StoppedRankIsContinuedToTakeItsSigterm) {
+  std::vector<std::string> log;
+  LaunchSpec spec = ShellRanks(2, "if [ $RANK = 0 ]; then sleep 0.5; exit 1; fi; kill -STOP $$; sleep 30", &log);
+  spec.grace_seconds = 20;
+  const auto start = Clock::now();
+  StatusOr<LaunchResult> r = LaunchLocalRanks(spec);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->failed_rank, 0);
+  EXPECT_LT(seconds, 10) << "the stopped rank sat out the grace period";
+  EXPECT_EQ(Joined(log).find("sending SIGKILL"), std::string::npos) << Joined(log);
 }
 
 }  // namespace

@@ -3,13 +3,14 @@
 // One thread does it all, without signal handlers: SIGINT, SIGTERM, SIGHUP
 // and SIGCHLD are blocked and taken with sigtimedwait, so a signal never
 // interrupts the bookkeeping half-way, and the wait doubles as the timer of
-// the SIGTERM -> SIGKILL grace period. Children are started with
-// posix_spawnp, which reports an exec failure as its return value.
+// the SIGTERM -> SIGKILL grace period. Children are started with fork +
+// exec and die with the launcher (PR_SET_PDEATHSIG): see Spawn.
 #include "shardrec/core/launch/process_launcher.h"
 
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -165,24 +166,60 @@ class Supervisor {
   }
 
  private:
-  // posix_spawnp: the child gets its own process group (so a terminal's
-  // Ctrl-C reaches the launcher, which decides) and an empty signal mask
-  // (the launcher's blocked signals are its own business).
+  // fork + exec rather than posix_spawnp, for one thing posix_spawn cannot
+  // do: tie the child's life to the launcher's (PR_SET_PDEATHSIG survives
+  // exec), so a launcher killed with SIGKILL does not leave ranks training
+  // on their own. The child also gets its own process group (so a
+  // terminal's Ctrl-C reaches the launcher, which decides) and an empty
+  // signal mask (the launcher's blocked signals are its own business).
+  // Between fork and exec the child calls only async-signal-safe functions;
+  // an exec failure comes back as an errno through a close-on-exec pipe.
   int Spawn(const std::vector<std::pair<std::string, std::string>>& vars, pid_t* pid) {
     std::vector<std::string> argv_strings = spec_.command;
     std::vector<std::string> env_strings = ChildEnvironment(vars);
     std::vector<char*> argv = CStrings(argv_strings);
     std::vector<char*> envp = CStrings(env_strings);
-    posix_spawnattr_t attr;
-    if (const int err = posix_spawnattr_init(&attr); err != 0) return err;
-    sigset_t empty;
-    sigemptyset(&empty);
-    int err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
-    if (err == 0) err = posix_spawnattr_setpgroup(&attr, 0);
-    if (err == 0) err = posix_spawnattr_setsigmask(&attr, &empty);
-    if (err == 0) err = posix_spawnp(pid, argv[0], nullptr, &attr, argv.data(), envp.data());
-    posix_spawnattr_destroy(&attr);
-    return err;
+    int pipe_fds[2];
+    if (pipe2(pipe_fds, O_CLOEXEC) != 0) return errno;
+    const pid_t launcher = getpid();
+    const pid_t child = fork();
+    if (child < 0) {
+      const int err = errno;
+      close(pipe_fds[0]);
+      close(pipe_fds[1]);
+      return err;
+    }
+    if (child == 0) {
+      close(pipe_fds[0]);
+      int err = 0;
+      sigset_t empty;
+      sigemptyset(&empty);
+      // The death signal is set first, then the parent checked: a launcher
+      // that died in between is caught by the check.
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher) err = ESRCH;
+      if (err == 0 && setpgid(0, 0) != 0) err = errno;
+      if (err == 0 && sigprocmask(SIG_SETMASK, &empty, nullptr) != 0) err = errno;
+      if (err == 0) {
+        execvpe(argv[0], argv.data(), envp.data());
+        err = errno;
+      }
+      (void)!write(pipe_fds[1], &err, sizeof err);
+      _exit(127);
+    }
+    close(pipe_fds[1]);
+    int err = 0;
+    ssize_t got;
+    do {
+      got = read(pipe_fds[0], &err, sizeof err);
+    } while (got < 0 && errno == EINTR);
+    close(pipe_fds[0]);
+    if (got == static_cast<ssize_t>(sizeof err)) {  // exec failed: reap the child, report why
+      while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      return err;
+    }
+    *pid = child;
+    return 0;
   }
 
   int Running() const {
@@ -202,6 +239,9 @@ class Supervisor {
 
   void BeginStop(int sig) {
     SignalRanks(sig);
+    // A stopped rank (SIGSTOP, a debugger, Ctrl-Z) would sit on the signal
+    // for the whole grace period; SIGCONT lets it act on it now.
+    SignalRanks(SIGCONT);
     kill_at_ =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec_.grace_seconds));
   }

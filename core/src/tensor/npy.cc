@@ -14,6 +14,7 @@
 #include <cerrno>
 
 #include "npy_header.h"
+#include "shardrec/core/io/leftovers.h"
 
 namespace shardrec {
 
@@ -158,29 +159,12 @@ bool SyncPath(const std::filesystem::path& p, bool directory) {
   return ok;
 }
 
-// Removes ".tmp.NAME.PID" files beside `path` whose writer PID no longer
-// exists (a kill -9 mid-write); another live writer's file is left alone.
-void RemoveStaleTemporaries(const std::filesystem::path& path) {
-  const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
-  const std::string prefix = ".tmp." + path.filename().string() + ".";
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const std::string pid_text = name.substr(prefix.size());
-    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) {
-      continue;
-    }
-    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
-  }
-}
-
 }  // namespace
 
 Status WriteFileAtomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write,
                            std::ios::openmode mode) {
-  RemoveStaleTemporaries(path);
+  // ".tmp.NAME.PID" files of writers killed mid-write; a live writer's stay.
+  RemoveLeftoversOfDeadProcesses(path.parent_path(), ".tmp." + path.filename().string() + ".");
   const auto tmp = path.parent_path() / (".tmp." + path.filename().string() + "." + std::to_string(::getpid()));
   std::error_code ec;
   {

@@ -37,6 +37,13 @@ StatusOr<PluginFileName> ParsePluginFileName(const std::string& file_name);
 
 class PluginLibrary;
 
+// The library PluginLibrary::Load is running code of right now (from dlopen
+// to the end of initialize()), or empty: what an exit() guard names when a
+// plugin ends the process while being loaded. While Load runs, a crash
+// (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) first writes
+// "shardrec: crashed (SIGSEGV) while loading plugin library PATH" to stderr.
+std::filesystem::path LibraryBeingLoaded();
+
 // A component of a loaded library. Keeps its library alive.
 struct ComponentRef {
   std::shared_ptr<PluginLibrary> library;

@@ -8,6 +8,11 @@
 // installed or built beside the host executable (DefaultPluginDir()). Within
 // a directory, files are taken in name order so results are reproducible.
 //
+// The search path is a security boundary (docs/abi.md): a library, or a
+// directory searched, that another user could write is refused, as is a
+// relative entry of SHARDREC_PLUGIN_PATH and a search of the current
+// directory itself (`.`): see DiscoveryOptions::allow_unsafe_paths.
+//
 // Thread-safety: Discover() is not thread-safe; the lookups are, once
 // discovery finished.
 #pragma once
@@ -28,6 +33,14 @@ struct DiscoveryOptions {
   std::vector<std::filesystem::path> plugin_files;  // --plugin, repeatable
   bool use_environment = true;   // read SHARDREC_PLUGIN_PATH
   bool use_default_dir = true;   // the directory beside the executable
+  // The kinds (SR_KIND_*) a command uses; empty: all. A directory's library
+  // whose file name promises another kind is not loaded, so a broken plugin
+  // of a kind the command never touches cannot break it. Bundles and
+  // --plugin files are always loaded.
+  std::vector<int32_t> kinds;
+  // Load, with a warning, what would be refused as unsafe: libraries and
+  // directories another user could write, and the current directory.
+  bool allow_unsafe_paths = false;
 };
 
 // A library or directory that was not taken, and why.
@@ -46,7 +59,8 @@ class PluginRegistry {
   void Discover(const DiscoveryOptions& options);
   // Loads one library (also used by Discover). Error: why it was skipped
   // (also recorded in skipped(), not logged: the caller reports it once).
-  Status LoadLibrary(const std::filesystem::path& path);
+  // `allow_unsafe`: see DiscoveryOptions::allow_unsafe_paths.
+  Status LoadLibrary(const std::filesystem::path& path, bool allow_unsafe = false);
 
   const std::vector<std::shared_ptr<PluginLibrary>>& libraries() const { return libraries_; }
   const std::vector<SkippedPlugin>& skipped() const { return skipped_; }
