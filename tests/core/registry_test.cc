@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <memory>
+#include <tuple>
 #include <optional>
 
 #include "fixture_paths.h"
@@ -99,6 +101,85 @@ TEST(Registry, EnvironmentPathIsScanned) {
   EXPECT_TRUE(registry.Find(SR_KIND_SHARDER, "fixture_one_rank").ok());
   ASSERT_EQ(registry.skipped().size(), 1u);
   EXPECT_EQ(registry.skipped()[0].path, "/nonexistent_for_test");
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 16, defect 9: a command loads only the kinds it uses. Here a
+// directory holds an eviction plugin whose initialize() segfaults: a
+// discovery for kernels must not touch it (this test would crash).
+TEST(Registry, OnlyTheKindsAskedForAreLoaded) {
+  const auto dir = testing::MakeTempDir("kinds");
+  std::filesystem::copy_file(Fixture("init_crashes", "eviction", "initcrashes"),
+                             dir / "libshardrec_eviction_initcrashes.so");
+  std::filesystem::copy_file(Fixture("good", "bundle", "fixture"), dir / "libshardrec_bundle_fixture.so");
+  HostServices services;
+  PluginRegistry registry(&services);
+  DiscoveryOptions d;
+  d.use_environment = false;
+  d.use_default_dir = false;
+  d.plugin_dirs = {dir};
+  d.kinds = {SR_KIND_KERNEL};
+  registry.Discover(d);
+  EXPECT_TRUE(registry.skipped().empty()) << registry.skipped()[0].reason.ToString();
+  ASSERT_EQ(registry.libraries().size(), 1u) << "bundles are always loaded";
+  EXPECT_EQ(registry.libraries()[0]->name(), "fixture");
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 16, defect 10: places another user could write are refused, and so
+// are the current directory and relative SHARDREC_PLUGIN_PATH entries,
+// unless allow_unsafe_paths (then loaded with a warning).
+TEST(Registry, UnsafePluginPathsAreRefusedUnlessAllowed) {
+  const auto dir = testing::MakeTempDir("unsafe");
+  const auto lib = dir / "libshardrec_bundle_fixture.so";
+  std::filesystem::copy_file(Fixture("good", "bundle", "fixture"), lib);
+  auto discover = [&](DiscoveryOptions d, bool allow) {
+    HostServices services;
+    auto registry = std::make_unique<PluginRegistry>(&services);
+    d.use_default_dir = false;
+    d.allow_unsafe_paths = allow;
+    registry->Discover(d);
+    const bool loaded = registry->Find(SR_KIND_SHARDER, "fixture_one_rank").ok();
+    const std::string why = registry->skipped().empty() ? "" : registry->skipped()[0].reason.message();
+    return std::make_pair(loaded, why);
+  };
+  DiscoveryOptions by_dir;
+  by_dir.use_environment = false;
+  by_dir.plugin_dirs = {dir};
+  EXPECT_TRUE(discover(by_dir, false).first);
+
+  std::filesystem::permissions(dir, std::filesystem::perms::others_write, std::filesystem::perm_options::add);
+  auto [loaded, why] = discover(by_dir, false);
+  EXPECT_FALSE(loaded);
+  EXPECT_NE(why.find(dir.string() + " is world-writable"), std::string::npos) << why;
+  EXPECT_TRUE(discover(by_dir, true).first);
+  std::filesystem::permissions(dir, std::filesystem::perms::others_write, std::filesystem::perm_options::remove);
+
+  std::filesystem::permissions(lib, std::filesystem::perms::others_write, std::filesystem::perm_options::add);
+  DiscoveryOptions by_file;
+  by_file.use_environment = false;
+  by_file.plugin_files = {lib};
+  std::tie(loaded, why) = discover(by_file, false);
+  EXPECT_FALSE(loaded);
+  EXPECT_NE(why.find(lib.string() + " is world-writable"), std::string::npos) << why;
+  std::filesystem::permissions(lib, std::filesystem::perms::others_write, std::filesystem::perm_options::remove);
+
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  DiscoveryOptions dot;
+  dot.use_environment = false;
+  dot.plugin_dirs = {"."};
+  std::tie(loaded, why) = discover(dot, false);
+  EXPECT_FALSE(loaded);
+  EXPECT_NE(why.find("is the current directory"), std::string::npos) << why;
+  EXPECT_TRUE(discover(dot, true).first);
+  ASSERT_EQ(setenv("SHARDREC_PLUGIN_PATH", ".", 1), 0);
+  DiscoveryOptions env;
+  std::tie(loaded, why) = discover(env, false);
+  unsetenv("SHARDREC_PLUGIN_PATH");
+  std::filesystem::current_path(cwd);
+  EXPECT_FALSE(loaded);
+  EXPECT_NE(why.find("is relative"), std::string::npos) << why;
   std::filesystem::remove_all(dir);
 }
 
