@@ -9,6 +9,12 @@
 // whose beat moves but whose collective count is behind is alive but has
 // not posted this collective (it stalled in its own code, or posts a
 // different sequence). Cost: one small store write per beat per rank.
+//
+// The store itself can die mid-run (a Redis server killed or restarted).
+// Each beat therefore also reads one peer's heartbeat, round-robin, and
+// remembers when each peer's beat last moved and when this rank last
+// reached the store; a Diagnose() that cannot read the store says the store
+// is gone, since when, and when each peer was last seen alive.
 #ifndef SHARDREC_SDK_KV_STORE_HPP_
 #define SHARDREC_SDK_KV_STORE_HPP_
 
@@ -85,6 +91,7 @@ class PeerMonitor {
         global_ranks_(std::move(global_ranks)),
         interval_ms_(std::clamp<int64_t>(timeout_ms / 8, 50, 1000)) {
     Beat("running");
+    last_store_ok_ = Clock::now();
     thread_ = std::thread([this] { Loop(); });
   }
   PeerMonitor(const PeerMonitor&) = delete;
@@ -127,7 +134,7 @@ class PeerMonitor {
       std::this_thread::sleep_for(std::chrono::milliseconds(diagnose_ms()));
       for (int p = 0; p < world; ++p) second[p] = Read(p);
     } catch (const std::exception& e) {
-      return std::string("cannot read peers' heartbeats: ") + e.what();
+      return StoreGone(e.what());
     }
     std::string out;
     auto add = [&](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
@@ -152,10 +159,55 @@ class PeerMonitor {
   }
 
  private:
+  using Clock = std::chrono::steady_clock;
+
   struct Heartbeat {
     long long beat = 0, started = 0;
     std::string state;
   };
+  // What this rank last saw of a peer: its beat, and when that beat moved.
+  struct Seen {
+    long long beat = -1, started = 0;
+    std::optional<Clock::time_point> moved;
+  };
+
+  static std::string Ago(Clock::time_point then) {
+    const double s = std::chrono::duration<double>(Clock::now() - then).count();
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f s ago", s);
+    return text;
+  }
+
+  // The message when the store cannot be read: that it is gone, since when
+  // (as far as this rank's beats tell), and when each peer was last seen.
+  std::string StoreGone(const std::string& error) const {
+    std::lock_guard<std::mutex> lock(m_);
+    std::string out = "the store is unreachable (" + error + "), so the peers' heartbeats cannot be read; ";
+    out += last_store_ok_ ? "this rank last reached it " + Ago(*last_store_ok_) : "this rank never reached it";
+    if (store_failing_since_) out += " and has failed to since " + Ago(*store_failing_since_);
+    std::string peers;
+    for (size_t p = 0; p < seen_.size(); ++p) {
+      if (static_cast<int>(p) == rank_) continue;
+      const Seen& s = seen_[p];
+      peers += (peers.empty() ? "" : ", ") + Name(static_cast<int>(p)) +
+               (s.moved ? " " + Ago(*s.moved) + " (at collective #" + std::to_string(s.started) + ")"
+                        : std::string(" not yet"));
+    }
+    if (!peers.empty()) out += "; peers last seen alive: " + peers;
+    return out;
+  }
+
+  // One beat's bookkeeping: the store was reached (or not), and peer `p`
+  // read as `h`.
+  void Observe(int p, const std::optional<Heartbeat>& h) {
+    std::lock_guard<std::mutex> lock(m_);
+    Seen& s = seen_[static_cast<size_t>(p)];
+    if (h && h->beat != s.beat) {
+      s.beat = h->beat;
+      s.started = h->started;
+      s.moved = Clock::now();
+    }
+  }
 
   std::string Key(int rank) const { return scope_ + "/heartbeat/" + std::to_string(rank); }
   std::string Name(int p) const {
@@ -181,14 +233,29 @@ class PeerMonitor {
   }
 
   void Loop() {
+    const int world = static_cast<int>(global_ranks_.size());
+    int next_peer = rank_;
     std::unique_lock<std::mutex> lock(m_);
     while (!cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [&] { return stopping_; })) {
       lock.unlock();
+      bool reached = false;
       try {
         Beat("running");
+        if (world > 1) {
+          next_peer = (next_peer + 1) % world;
+          if (next_peer == rank_) next_peer = (next_peer + 1) % world;
+          Observe(next_peer, Read(next_peer));
+        }
+        reached = true;
       } catch (...) {  // a store hiccup: the next beat tries again
       }
       lock.lock();
+      if (reached) {
+        last_store_ok_ = Clock::now();
+        store_failing_since_.reset();
+      } else if (!store_failing_since_) {
+        store_failing_since_ = Clock::now();
+      }
     }
   }
 
@@ -199,7 +266,9 @@ class PeerMonitor {
   const int64_t interval_ms_;
   std::atomic<int64_t> started_{0};
   long long beats_ = 0;
-  std::mutex m_;
+  mutable std::mutex m_;  // guards stopping_ and what the beats observed:
+  std::vector<Seen> seen_ = std::vector<Seen>(global_ranks_.size());
+  std::optional<Clock::time_point> last_store_ok_, store_failing_since_;
   std::condition_variable cv_;
   bool stopping_ = false;
   std::thread thread_;
