@@ -56,6 +56,7 @@ class LocalComm {
   DLDeviceType device_type() const { return kDLCPU; }
 
   std::shared_ptr<sdk::Request> Post(Collective c) {
+    sdk::SealCounts(c, rank_);  // peers check agreement against the digests: O(world) each
     const int64_t seq = ++posted_;
     const char* op = sdk::CollectiveName(c.op);
     return worker_->Submit(op, seq, [this, seq, c = std::move(c)] { Run(seq, c); },

@@ -1,6 +1,7 @@
 // LocalWorld: joining, leaving and the phase barrier (see local_world.h).
 #include "local_world.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -59,20 +60,16 @@ std::shared_ptr<LocalWorld> LocalWorld::Join(const std::string& name, int size, 
                                             "' twice: another job uses the same rendezvous name and prefix");
   }
   w->joined_[rank] = true;
-  w->cv_.notify_all();
+  if (++w->joined_count_ == size) w->cv_.notify_all();  // the last to join wakes the others
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto all_joined = [&] {
-    for (bool j : w->joined_) {
-      if (!j) return false;
-    }
-    return true;
-  };
+  auto all_joined = [&] { return w->joined_count_ == w->size_; };
   if (!w->cv_.wait_until(lock, deadline, all_joined)) {
     std::vector<int> missing;
     for (int r = 0; r < size; ++r) {
       if (!w->joined_[r]) missing.push_back(r);
     }
     w->joined_[rank] = false;  // leave the name usable for a retry
+    --w->joined_count_;
     throw sdk::Error(SR_DEADLINE_EXCEEDED, "rank(s) " + RankList(missing) + " did not join local:" + name +
                                                " within " + std::to_string(timeout_ms) + " ms");
   }
@@ -92,14 +89,17 @@ void LocalWorld::Arrive(int rank, int64_t phase, int64_t seq, const char* what, 
   {
     std::lock_guard<std::mutex> lock(m_);
     phase_[rank].store(phase, std::memory_order_release);
-  }
-  cv_.notify_all();
-  auto everyone_there = [&] {
-    for (int q = 0; q < size_; ++q) {
-      if (phase_[q].load(std::memory_order_acquire) < phase) return false;
+    auto it = std::find_if(arrivals_.begin(), arrivals_.end(), [&](const auto& a) { return a.first == phase; });
+    if (it == arrivals_.end()) it = arrivals_.insert(arrivals_.end(), {phase, 0});
+    if (++it->second == size_) {
+      // The last to arrive: the phase is complete; wake everyone once.
+      arrivals_.erase(it);
+      if (phase > complete_.load()) complete_.store(phase, std::memory_order_release);
+      cv_.notify_all();
+      return;
     }
-    return true;
-  };
+  }
+  auto everyone_there = [&] { return complete_.load(std::memory_order_acquire) >= phase; };
   if (spin_) {
     // Peers on other cores usually arrive within microseconds; a sleep and
     // wake-up would cost tens of them.
@@ -111,22 +111,27 @@ void LocalWorld::Arrive(int rank, int64_t phase, int64_t seq, const char* what, 
   std::unique_lock<std::mutex> lock(m_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
-    int behind = -1;
-    for (int q = 0; q < size_ && behind < 0; ++q) {
-      if (phase_[q].load() < phase) behind = q;
-    }
-    if (behind < 0) return;
-    if (left_[behind]) {
-      throw sdk::Error(SR_UNAVAILABLE, "rank " + std::to_string(global_ranks[behind]) +
-                                           " left the communicator (destroyed it, or its thread ended) before "
-                                           "collective #" + std::to_string(seq) + " (" + what + ")");
+    if (everyone_there()) return;
+    // Woken without the phase complete: a peer left (Leave wakes everyone),
+    // or the time is up. Scanning the peers is for these rare wake-ups only.
+    for (int q = 0; q < size_; ++q) {
+      if (left_[q] && phase_[q].load() < phase) {
+        throw sdk::Error(SR_UNAVAILABLE, "rank " + std::to_string(global_ranks[q]) +
+                                             " left the communicator (destroyed it, or its thread ended) before "
+                                             "collective #" + std::to_string(seq) + " (" + what + ")");
+      }
     }
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      if (everyone_there()) return;
       std::vector<int> late;
+      int behind = -1;
       for (int q = 0; q < size_; ++q) {
-        if (phase_[q].load() < phase) late.push_back(global_ranks[q]);
+        if (phase_[q].load() < phase) {
+          late.push_back(global_ranks[q]);
+          if (behind < 0) behind = q;
+        }
       }
-      if (late.empty()) return;
+      if (behind < 0) return;
       const int64_t at = phase_[behind].load() / kPhasesPerCollective;
       throw sdk::Error(SR_DEADLINE_EXCEEDED,
                        "rank(s) " + RankList(late) + " did not reach collective #" + std::to_string(seq) + " (" +

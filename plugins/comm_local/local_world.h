@@ -5,6 +5,10 @@
 // peer's buffers exactly between two phases and nothing is copied twice.
 // A peer that never arrives is named after the timeout; a peer that
 // destroyed its communicator is named at once.
+//
+// Cost per phase is O(world) in total, not per rank: arrivals are counted,
+// and only the last to arrive wakes the others (a wake-up per arrival, each
+// waiter scanning every peer, made 1000 ranks cost O(world^3) per phase).
 #pragma once
 
 #include <atomic>
@@ -60,9 +64,15 @@ class LocalWorld {
   std::mutex m_;
   std::condition_variable cv_;
   std::vector<bool> joined_, left_;
-  // Written under m_ (so waiters never miss a change), read without it by
-  // the spin in Arrive.
+  int joined_count_ = 0;
+  // Per rank, the last phase it reached: written under m_, read by the
+  // error paths (who is behind).
   std::unique_ptr<std::atomic<int64_t>[]> phase_;
+  // How many ranks reached each phase that is not complete yet (all ranks
+  // pass the same phases in the same order), and the last complete phase:
+  // written under m_, read without it by the spin in Arrive.
+  std::vector<std::pair<int64_t, int>> arrivals_;
+  std::atomic<int64_t> complete_{0};
   const bool spin_;  // every rank can have a core: spin briefly before sleeping
   std::vector<Slot> slots_;
 };

@@ -163,6 +163,28 @@ TEST_P(CommFaults, CountsThatDisagreeAreAnError) {
   EXPECT_NE(errors[0], "") << "rank 0 did not see the disagreement";
 }
 
+TEST_P(CommFaults, GatherCountsThatDisagreeAreAnError) {
+  const int world = World();
+  auto errors = OnRanks(world, [&](int r) -> std::string {
+    ProcessGroupConfig c = Config(r, world, 1, 3000);
+    if (Comm() == "gloo") c.options.Set("check_args", "true");
+    auto g = ProcessGroup::Create(registry_, c);
+    if (!g.ok()) return "create: " + g.status().message();
+    // The last rank believes rank 0 contributes 3 elements; the others say 2.
+    std::vector<int64_t> rc(world, 2);
+    if (r == world - 1) rc[0] = 3;
+    int64_t total = 0;
+    for (int64_t n : rc) total += n;
+    Tensor send = Tensor::Zeros(dtype::kFloat32, {rc[r]});
+    Tensor recv = Tensor::Zeros(dtype::kFloat32, {total});
+    Status s = g.value().AllGatherV(send, &recv, rc);
+    return s.ok() ? "" : s.message();
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_NE(errors[r].find("has recv_counts[0] = 3"), std::string::npos) << "rank " << r << ": " << errors[r];
+  }
+}
+
 TEST_P(CommFaults, DtypesThatDisagreeAreAnError) {
   const int world = World();
   auto errors = OnRanks(world, [&](int r) -> std::string {
