@@ -8,10 +8,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <sstream>
 
 namespace shardrec::cli {
 
@@ -113,12 +115,53 @@ std::string EnvToOption(const po::options_description& desc, const std::string& 
   return desc.find_nothrow(name, false) ? name : "";
 }
 
+// Boost.Program_options fills its messages' placeholders (%value%,
+// %option%, %invalid_line%, ...) by replacing each until none is left, so a
+// value or an option name that contains a placeholder can make a message
+// that never finishes (found by the `config` fuzz target: `--seed %value%`
+// hung). Text with anything shaped like one, %letters_or_underscores%, is
+// refused before Boost sees it. Returns the first such piece, or "".
+std::string BoostPlaceholderIn(const std::string& text) {
+  for (size_t open = text.find('%'); open != std::string::npos; open = text.find('%', open + 1)) {
+    size_t end = open + 1;
+    while (end < text.size() && (std::isalpha(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
+    if (end > open + 1 && end < text.size() && text[end] == '%') return text.substr(open, end - open + 1);
+  }
+  return "";
+}
+
+// A config file is read whole, and at most this much of it: `--config
+// /dev/zero` must be an error, not a process that reads forever.
+constexpr std::streamsize kMaxConfigBytes = 1 << 20;
+
+std::string ReadConfigFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw po::error("cannot open config file '" + path + "'");
+  std::string text(static_cast<size_t>(kMaxConfigBytes) + 1, '\0');
+  in.read(text.data(), kMaxConfigBytes + 1);
+  if (in.bad()) throw po::error("cannot read config file '" + path + "'");
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (static_cast<std::streamsize>(text.size()) > kMaxConfigBytes) {
+    throw po::error("config file '" + path + "' is larger than 1 MiB; it is not a config file");
+  }
+  if (const std::string p = BoostPlaceholderIn(text); !p.empty()) {
+    throw po::error("config file '" + path + "' contains '" + p + "', which cannot appear in options or values");
+  }
+  return text;
+}
+
 }  // namespace
 
 bool Parse(const std::string& command, const std::vector<std::string>& args,
            po::options_description& desc, const po::positional_options_description* positional,
            po::variables_map* vm, int* exit_code, const std::string& usage_tail) {
   try {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (const std::string p = BoostPlaceholderIn(args[i]); !p.empty()) {
+        throw po::error("argument " + std::to_string(i + 1) + " contains '" + p +
+                        "', which cannot appear in options or values");
+      }
+    }
     po::command_line_parser parser(args);
     parser.options(desc).style(kCommandLineStyle);
     if (positional) parser.positional(*positional);
@@ -150,12 +193,20 @@ bool Parse(const std::string& command, const std::vector<std::string>& args,
       config_path = env;
     }
     if (!config_path.empty()) {
-      const std::string& path = config_path;
-      std::ifstream in(path);
-      if (!in) throw po::error("cannot open config file '" + path + "'");
+      std::istringstream in(ReadConfigFile(config_path));
       po::store(po::parse_config_file(in, desc), *vm);
     }
-    po::store(po::parse_environment(desc, [&](const std::string& env) { return EnvToOption(desc, env); }),
+    po::store(po::parse_environment(desc,
+                                    [&](const std::string& env) {
+                                      const std::string name = EnvToOption(desc, env);
+                                      const char* value = name.empty() ? nullptr : std::getenv(env.c_str());
+                                      if (value != nullptr && !BoostPlaceholderIn(value).empty()) {
+                                        throw po::error("environment variable " + env + " contains '" +
+                                                        BoostPlaceholderIn(value) +
+                                                        "', which cannot appear in options or values");
+                                      }
+                                      return name;
+                                    }),
               *vm);
     po::notify(*vm);
   } catch (const po::error& e) {

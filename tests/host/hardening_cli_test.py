@@ -212,5 +212,20 @@ with tempfile.TemporaryDirectory() as d:
     expect("... and both give the same output", outs["unsharded"] is not None and outs["sharded"] is not None and
            np.allclose(outs["unsharded"], outs["sharded"], atol=1e-6))
 
+# --- The config fuzz target's find: Boost's messages loop forever on a
+# value holding their own placeholder; such text is refused up front.
+with tempfile.TemporaryDirectory() as d:
+    r = run("train", "--seed", "%value%", timeout=20)
+    expect("--seed %value% is refused at once (it hung)", r.returncode == 2 and "contains '%value%'" in r.stderr,
+           r.stderr)
+    cfg = os.path.join(d, "c.cfg")
+    with open(cfg, "w") as f:
+        f.write("seed = %value%\n")
+    r = run("train", "--config", cfg, timeout=20)
+    expect("... in a config file too", r.returncode == 2 and "contains '%value%'" in r.stderr, r.stderr)
+    r = run("train", "--config", "/dev/zero", timeout=20)
+    expect("--config /dev/zero is refused, not read forever", r.returncode == 2 and "larger than 1 MiB" in r.stderr,
+           r.stderr)
+
 print("%d failure(s)" % len(failures))
 sys.exit(1 if failures else 0)
