@@ -13,27 +13,14 @@
 #include "shardrec/core/io/staged_directory.h"
 #include "shardrec/core/resources/memory.h"
 #include "shardrec/core/text/byte_size.h"
+#include "temp_dir.h"
 
 namespace shardrec {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "shardrec-io-test-XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using TempDir = testing::TempDir;
 
 void Write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());

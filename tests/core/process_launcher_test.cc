@@ -18,28 +18,15 @@
 #include <string>
 #include <thread>
 
+#include "temp_dir.h"
+
 namespace shardrec {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// A fresh directory for the ranks' files, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "shardrec-launch-test-XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using TempDir = testing::TempDir;
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path);

@@ -139,38 +139,34 @@ def expect(cond, what, detail=""):
     print("ok: " + what)
 
 
-def case_rank_kill(tmpdir):
+def signal_a_rank(tmpdir, rank, sig, named, bound):
+    """Sends `sig` to rank `rank` of a running 3-rank job, then expects exit
+    code 1, `named(pid)` on stderr and the end within `bound` seconds."""
     tag = uuid.uuid4().hex
     job = Job([SHARDREC, *LONG_TRAIN, "--world-size", "3"], tmpdir, tag)
     job.wait_running()
-    victim = rank_pid(tag, 1)
-    expect(victim is not None, "rank 1 found")
-    os.kill(victim, signal.SIGKILL)
-    t = time.monotonic()
-    rc, _, err = job.finish(30)
-    took = time.monotonic() - t
-    expect(rc == 1, f"exit code 1 (got {rc})", err)
-    expect("rank 1 (local rank 1, pid %d) was killed by signal 9 (SIGKILL)" % victim in err, "rank 1 named", err)
-    expect(took < 10, f"ended {took:.1f} s after the kill (bound 10 s)")
-    expect_no_leftovers(tag, tmpdir)
-
-
-def case_rank_stop(tmpdir):
-    tag = uuid.uuid4().hex
-    job = Job([SHARDREC, *LONG_TRAIN, "--world-size", "3"], tmpdir, tag)
-    job.wait_running()
-    victim = rank_pid(tag, 2)
-    expect(victim is not None, "rank 2 found")
-    os.kill(victim, signal.SIGSTOP)
+    victim = rank_pid(tag, rank)
+    expect(victim is not None, f"rank {rank} found")
+    os.kill(victim, sig)
     t = time.monotonic()
     rc, _, err = job.finish(60)
     took = time.monotonic() - t
     expect(rc == 1, f"exit code 1 (got {rc})", err)
-    expect("rank 2 stopped responding" in err, "the others name rank 2", err)
+    expect(named(victim) in err, f"rank {rank} named", err)
+    expect(took < bound, f"ended {took:.1f} s after {signal.Signals(sig).name} (bound {bound} s)")
+    expect_no_leftovers(tag, tmpdir)
+
+
+def case_rank_kill(tmpdir):
+    # The launcher sees the death at once and stops the others.
+    signal_a_rank(tmpdir, 1, signal.SIGKILL,
+                  lambda pid: "rank 1 (local rank 1, pid %d) was killed by signal 9 (SIGKILL)" % pid, 10)
+
+
+def case_rank_stop(tmpdir):
     # The timeout (4 s) and the heartbeat diagnosis; then the launcher stops
     # the stopped rank at once (SIGTERM, then SIGCONT), not after its grace.
-    expect(took < 4 + 8, f"ended {took:.1f} s after the stop (bound 12 s)")
-    expect_no_leftovers(tag, tmpdir)
+    signal_a_rank(tmpdir, 2, signal.SIGSTOP, lambda pid: "rank 2 stopped responding", 4 + 8)
 
 
 def case_launcher_kill(tmpdir):
