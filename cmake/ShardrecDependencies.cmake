@@ -7,6 +7,14 @@ find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_path(DLPACK_INCLUDE_DIR dlpack/dlpack.h REQUIRED)
+# Checkpoint checksums: XXH3-64 from xxHash (libxxhash-dev), a stable
+# documented hash other tools can recompute (xxhsum -H3, python-xxhash).
+find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
+find_library(XXHASH_LIBRARY xxhash REQUIRED)
+add_library(shardrec_xxhash INTERFACE)
+target_include_directories(shardrec_xxhash SYSTEM INTERFACE ${XXHASH_INCLUDE_DIR})
+target_link_libraries(shardrec_xxhash INTERFACE ${XXHASH_LIBRARY})
+
 # Redis rendezvous across hosts: hiredis, the client Debian's Gloo links too.
 find_path(HIREDIS_INCLUDE_DIR hiredis/hiredis.h REQUIRED)
 find_library(HIREDIS_LIBRARY hiredis REQUIRED)

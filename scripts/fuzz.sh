@@ -3,7 +3,7 @@
 # UndefinedBehaviorSanitizer in build-fuzz/, and runs each for a while from
 # its seed corpus. CI runs it with --seconds 60; for a real hunt, hours:
 #   bash scripts/fuzz.sh --seconds 3600 [--seed N] [TARGET...]
-# Targets: npy tables_json plan_json kjt config (default: all). New inputs go to
+# Targets: npy tables_json plan_json kjt config checkpoint_manifest (default: all). New inputs go to
 # build-fuzz/corpus/TARGET (the seeds in tests/fuzz/corpus are only read);
 # a crash leaves build-fuzz/artifacts/TARGET/crash-* and exits 1: add that
 # file to tests/fuzz/corpus/TARGET/ with the fix, so CTest replays it.
@@ -23,7 +23,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
   esac
 done
-((${#targets[@]})) || targets=(npy tables_json plan_json kjt config)
+((${#targets[@]})) || targets=(npy tables_json plan_json kjt config checkpoint_manifest)
 build="$repo/build-fuzz"
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get install clang libclang-rt-14-dev)"; exit 1; }
 mkdir -p "$build"

@@ -23,6 +23,7 @@ main_packages=(
   libtbb-dev libhwy-dev libdlpack-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgloo-dev libhiredis-dev
+  libxxhash-dev     # checkpoint checksums
   libbenchmark-dev  # `shardrec bench abi`
 )
 test_packages=(

@@ -1,0 +1,67 @@
+// The manifest of a checkpoint (docs/checkpoints.md): what a checkpoint
+// directory holds, independent of the world size and plan that wrote it.
+// A manifest names the step, the tables' configs, the optimizer, and every
+// data file with the table, the kind of values it holds, the row and column
+// range of the table it covers, its dtype, shape, size and checksum.
+//
+// Parsing checks everything a loader relies on before any table changes:
+// the format and its version, every file's fields, ranges inside their
+// table, shapes that match the ranges, paths that stay inside the
+// checkpoint, and that the files of each (table, kind) tile the table
+// exactly once. Errors name the manifest and the entry.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shardrec/core/modules/embedding_config.h"
+#include "shardrec/core/status.h"
+
+namespace shardrec {
+
+// The version this build writes, and the highest it reads. A writer raises
+// it whenever an older reader would misread a checkpoint; additions an older
+// reader may safely ignore (a new top-level key, a kind of file it does not
+// restore) keep it.
+inline constexpr int64_t kCheckpointFormatVersion = 1;
+
+// One data file: rows [row_begin, row_end) and columns [col_begin, col_end)
+// of `kind` of `table`, an .npy of `dtype` ("<f4", "<i8", ...) and `shape`.
+struct CheckpointFile {
+  std::string path;  // relative to the checkpoint directory, '/'-separated
+  std::string table;
+  std::string kind;  // "weights", "adagrad.sum", "rowwise_adagrad.sum", "adam.m", "adam.v", "mc.*"
+  int64_t row_begin = 0, row_end = 0;
+  int64_t col_begin = 0, col_end = 0;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  int64_t bytes = 0;       // the whole .npy file
+  std::string xxh3_64;     // 16 lowercase hex digits of XXH3-64 over the whole file
+};
+
+struct CheckpointManifest {
+  int64_t format_version = kCheckpointFormatVersion;
+  std::string shardrec_version;
+  int64_t step = 0;
+  std::vector<EmbeddingTableConfig> tables;
+  std::string optimizer;        // OptimizerSpec::ToString(), "none" for inference tables
+  int64_t optimizer_iteration = 0;
+  nlohmann::json plan;          // the plan it was written under: information only
+  std::vector<CheckpointFile> files;
+  nlohmann::json extra = nlohmann::json::object();  // top-level keys this build does not know, kept
+};
+
+// The columns a kind of file covers per table column: 1 for all kinds,
+// except "rowwise_adagrad.sum" (one value per row and column block, so its
+// files have one column and their column range names the block).
+bool KindIsPerColumn(const std::string& kind);
+
+StatusOr<CheckpointManifest> ParseCheckpointManifest(const std::string& json_text, const std::string& source);
+StatusOr<CheckpointManifest> LoadCheckpointManifest(const std::filesystem::path& dir);
+std::string CheckpointManifestToJson(const CheckpointManifest& manifest);
+
+}  // namespace shardrec
