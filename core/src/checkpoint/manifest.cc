@@ -27,7 +27,9 @@ constexpr int64_t kMaxGridCells = int64_t{1} << 22;
 constexpr size_t kMaxFiles = size_t{1} << 20;
 
 // The kinds of files a table needs under `optimizer` (SR_OPTIMIZER_*).
-std::vector<std::string> RequiredKinds(int32_t optimizer) {
+}  // namespace
+
+std::vector<std::string> CheckpointKinds(int32_t optimizer) {
   switch (optimizer) {
     case SR_OPTIMIZER_ADAGRAD: return {"weights", "adagrad.sum"};
     case SR_OPTIMIZER_ROWWISE_ADAGRAD: return {"weights", "rowwise_adagrad.sum"};
@@ -35,6 +37,8 @@ std::vector<std::string> RequiredKinds(int32_t optimizer) {
     default: return {"weights"};
   }
 }
+
+namespace {
 
 bool KnownKind(const std::string& kind) {
   static const std::set<std::string> known = {"weights", "adagrad.sum", "rowwise_adagrad.sum", "adam.m", "adam.v"};
@@ -53,6 +57,10 @@ std::string ExpectedDtype(const EmbeddingTableConfig& t, const std::string& kind
 
 // A relative path of plain parts: no "..", no absolute path, no empty or
 // hidden part, nothing but [A-Za-z0-9_.@-] in a part.
+bool IsXxh3Hex(const std::string& s) {
+  return s.size() == 16 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
 bool SafeRelativePath(const std::string& path) {
   if (path.empty() || path.size() > 4096 || path.front() == '/') return false;
   std::stringstream parts(path);
@@ -78,7 +86,7 @@ StatusOr<CheckpointFile> ParseFile(const json& e, const std::string& where,
                                    const std::map<std::string, const EmbeddingTableConfig*>& tables) {
   if (!e.is_object()) return InvalidArgumentError(where + ": expected an object");
   static const std::set<std::string> keys = {"path", "table", "kind", "rows", "cols",
-                                             "dtype", "shape", "bytes", "xxh3_64"};
+                                             "dtype", "shape", "bytes", "xxh3_64", "row_ids"};
   for (const auto& [key, value] : e.items()) {
     if (!keys.contains(key)) return InvalidArgumentError(where + ": unknown key '" + key + "'");
   }
@@ -100,9 +108,7 @@ StatusOr<CheckpointFile> ParseFile(const json& e, const std::string& where,
   if (table == tables.end()) return InvalidArgumentError(where + ": table '" + f.table + "' is not in \"tables\"");
   const EmbeddingTableConfig& t = *table->second;
   if (!KnownKind(f.kind)) return InvalidArgumentError(where + ": unknown kind '" + f.kind + "'");
-  if (f.xxh3_64.size() != 16 || f.xxh3_64.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    return InvalidArgumentError(where + ": xxh3_64 must be 16 lowercase hex digits");
-  }
+  if (!IsXxh3Hex(f.xxh3_64)) return InvalidArgumentError(where + ": xxh3_64 must be 16 lowercase hex digits");
   if (!e.contains("rows") || !e.contains("cols")) return InvalidArgumentError(where + ": \"rows\" and \"cols\" are required");
   SR_ASSIGN_OR_RETURN(auto rows, Range(e["rows"], where + ": rows", t.num_embeddings));
   SR_ASSIGN_OR_RETURN(auto cols, Range(e["cols"], where + ": cols", t.embedding_dim));
@@ -116,9 +122,28 @@ StatusOr<CheckpointFile> ParseFile(const json& e, const std::string& where,
     f.shape.push_back(n);
   }
   SR_ASSIGN_OR_RETURN(f.bytes, JsonInteger(e.value("bytes", json()), where + ": bytes", 0));
+  if (e.contains("row_ids")) {
+    const json& ids = e["row_ids"];
+    const std::string at = where + ": row_ids";
+    if (!ids.is_object() || !ids.contains("path") || !ids["path"].is_string() || !ids.contains("xxh3_64") ||
+        !ids["xxh3_64"].is_string() || ids.size() != 3) {
+      return InvalidArgumentError(at + " must be {\"path\": ..., \"bytes\": N, \"xxh3_64\": ...}");
+    }
+    CheckpointFile::RowIds r;
+    r.path = ids["path"].get<std::string>();
+    r.xxh3_64 = ids["xxh3_64"].get<std::string>();
+    SR_ASSIGN_OR_RETURN(r.bytes, JsonInteger(ids.value("bytes", json()), at + ": bytes", 0));
+    if (!SafeRelativePath(r.path)) {
+      return InvalidArgumentError(at + ": path '" + r.path + "' is not a plain relative path inside the checkpoint");
+    }
+    if (!IsXxh3Hex(r.xxh3_64)) return InvalidArgumentError(at + ": xxh3_64 must be 16 lowercase hex digits");
+    f.row_ids = std::move(r);
+  }
   if (f.kind.rfind("mc.", 0) != 0) {
     const int64_t width = KindIsPerColumn(f.kind) ? f.col_end - f.col_begin : 1;
-    if (f.shape[0] != f.row_end - f.row_begin || f.shape[1] != width) {
+    const bool rows_match = f.row_ids ? f.shape[0] >= 1 && f.shape[0] <= f.row_end - f.row_begin
+                                      : f.shape[0] == f.row_end - f.row_begin;
+    if (!rows_match || f.shape[1] != width) {
       return InvalidArgumentError(fmt::format("{}: shape [{}, {}] does not match rows [{}, {}) and {} column(s)", where,
                                               f.shape[0], f.shape[1], f.row_begin, f.row_end, width));
     }
@@ -135,6 +160,27 @@ Status CheckTiling(const std::vector<const CheckpointFile*>& files, const Embedd
                    const std::string& kind, const std::string& source) {
   const std::string what = fmt::format("{}: the {} files of table '{}'", source, kind, t.name);
   if (files.empty()) return InvalidArgumentError(what + " are missing");
+  // Files with row_ids cover rows only their id lists name: here their
+  // cells must add up with the others' to the table's; that each row is
+  // in exactly one file is checked where the id lists are read (loading).
+  std::vector<const CheckpointFile*> listed;
+  int64_t listed_cells = 0;
+  for (const CheckpointFile* f : files) {
+    if (!f->row_ids) continue;
+    listed.push_back(f);
+    listed_cells += f->shape[0] * (f->col_end - f->col_begin);
+  }
+  if (!listed.empty()) {
+    int64_t cells = listed_cells;
+    for (const CheckpointFile* f : files) {
+      if (!f->row_ids) cells += (f->row_end - f->row_begin) * (f->col_end - f->col_begin);
+    }
+    const int64_t want = t.num_embeddings * t.embedding_dim;
+    if (cells != want) {
+      return InvalidArgumentError(fmt::format("{} hold {} cells; the table has {} ({} x {})", what, cells, want,
+                                              t.num_embeddings, t.embedding_dim));
+    }
+  }
   std::vector<int64_t> row_cuts = {0, t.num_embeddings}, col_cuts = {0, t.embedding_dim};
   for (const CheckpointFile* f : files) {
     row_cuts.insert(row_cuts.end(), {f->row_begin, f->row_end});
@@ -151,6 +197,7 @@ Status CheckTiling(const std::vector<const CheckpointFile*>& files, const Embedd
     return std::lower_bound(cuts.begin(), cuts.end(), v) - cuts.begin();
   };
   for (const CheckpointFile* f : files) {
+    if (f->row_ids) continue;
     for (int64_t r = index(row_cuts, f->row_begin); r < index(row_cuts, f->row_end); ++r) {
       for (int64_t c = index(col_cuts, f->col_begin); c < index(col_cuts, f->col_end); ++c) {
         const CheckpointFile*& cell = owner[static_cast<size_t>(r * nc + c)];
@@ -163,7 +210,7 @@ Status CheckTiling(const std::vector<const CheckpointFile*>& files, const Embedd
       }
     }
   }
-  for (int64_t r = 0; r < nr; ++r) {
+  for (int64_t r = 0; r < nr && listed.empty(); ++r) {
     for (int64_t c = 0; c < nc; ++c) {
       if (owner[static_cast<size_t>(r * nc + c)] == nullptr) {
         return InvalidArgumentError(fmt::format("{} leave rows [{}, {}) columns [{}, {}) uncovered", what,
@@ -232,8 +279,13 @@ StatusOr<CheckpointManifest> ParseManifest(const std::string& json_text, const s
     if (!paths.insert(f.path).second) return InvalidArgumentError(where + ": path '" + f.path + "' is listed twice");
     m.files.push_back(std::move(f));
   }
+  for (const auto& f : m.files) {
+    if (f.row_ids && paths.contains(f.row_ids->path)) {
+      return InvalidArgumentError(source + ": row_ids path '" + f.row_ids->path + "' is also a data file");
+    }
+  }
   for (const auto& t : m.tables) {
-    for (const std::string& kind : RequiredKinds(spec.optimizer)) {
+    for (const std::string& kind : CheckpointKinds(spec.optimizer)) {
       std::vector<const CheckpointFile*> mine;
       for (const auto& f : m.files) {
         if (f.table == t.name && f.kind == kind) mine.push_back(&f);
@@ -272,6 +324,14 @@ StatusOr<CheckpointManifest> LoadCheckpointManifest(const std::filesystem::path&
   return ParseCheckpointManifest(text, path.string());
 }
 
+json CheckpointFileToJson(const CheckpointFile& f) {
+  json e = {{"path", f.path},   {"table", f.table}, {"kind", f.kind},   {"rows", {f.row_begin, f.row_end}},
+            {"cols", {f.col_begin, f.col_end}}, {"dtype", f.dtype}, {"shape", f.shape}, {"bytes", f.bytes},
+            {"xxh3_64", f.xxh3_64}};
+  if (f.row_ids) e["row_ids"] = {{"path", f.row_ids->path}, {"bytes", f.row_ids->bytes}, {"xxh3_64", f.row_ids->xxh3_64}};
+  return e;
+}
+
 std::string CheckpointManifestToJson(const CheckpointManifest& m) {
   json doc = m.extra.is_object() ? m.extra : json::object();
   doc["format"] = kFormatName;
@@ -282,17 +342,7 @@ std::string CheckpointManifestToJson(const CheckpointManifest& m) {
   doc["optimizer"] = {{"spec", m.optimizer}, {"iteration", m.optimizer_iteration}};
   doc["plan"] = m.plan;
   doc["files"] = json::array();
-  for (const CheckpointFile& f : m.files) {
-    doc["files"].push_back({{"path", f.path},
-                            {"table", f.table},
-                            {"kind", f.kind},
-                            {"rows", {f.row_begin, f.row_end}},
-                            {"cols", {f.col_begin, f.col_end}},
-                            {"dtype", f.dtype},
-                            {"shape", f.shape},
-                            {"bytes", f.bytes},
-                            {"xxh3_64", f.xxh3_64}});
-  }
+  for (const CheckpointFile& f : m.files) doc["files"].push_back(CheckpointFileToJson(f));
   return doc.dump(1) + "\n";
 }
 

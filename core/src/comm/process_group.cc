@@ -217,6 +217,23 @@ StatusOr<std::vector<int64_t>> AllGatherValues(const ProcessGroup& group, int64_
   return std::vector<int64_t>(all.data<int64_t>(), all.data<int64_t>() + group.world_size());
 }
 
+StatusOr<std::vector<std::string>> AllGatherStrings(const ProcessGroup& group, const std::string& mine) {
+  SR_ASSIGN_OR_RETURN(auto sizes, AllGatherValues(group, static_cast<int64_t>(mine.size())));
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n;
+  Tensor send = Tensor::Empty(dtype::kUInt8, {static_cast<int64_t>(mine.size())});
+  if (!mine.empty()) std::memcpy(send.raw_data(), mine.data(), mine.size());
+  Tensor all = Tensor::Empty(dtype::kUInt8, {total});
+  SR_RETURN_IF_ERROR(group.AllGatherV(send, &all, sizes));
+  std::vector<std::string> out;
+  const char* p = static_cast<const char*>(all.raw_data());
+  for (int64_t n : sizes) {
+    out.emplace_back(p, static_cast<size_t>(n));
+    p += n;
+  }
+  return out;
+}
+
 StatusOr<Tensor> AllGatherRows(const ProcessGroup& group, const Tensor& mine, const std::vector<int64_t>& rows_per_rank) {
   const int64_t width = mine.ndim() == 2 ? mine.size(1) : 1;
   std::vector<int64_t> counts;

@@ -131,6 +131,37 @@ Status EmbeddingTables::WriteRowWeights(int32_t table, std::span<const int64_t> 
   return RowsCall(table, rows, &weights, nullptr, RowsOp::kWrite);
 }
 
+namespace {
+Status ExpectRowsTensor(const Tensor& t, const std::string& what, DLDataType dtype, size_t rows, int64_t cols) {
+  SR_RETURN_IF_ERROR(ExpectTensor(t, what, dtype, 2));
+  if (t.size(0) != static_cast<int64_t>(rows) || t.size(1) != cols) {
+    return InvalidArgumentError(fmt::format("{}: expected shape [{}, {}], got {}", what, rows, cols, ShapeString(t.shape())));
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Status EmbeddingTables::ReadRows(int32_t table, std::span<const int64_t> rows, Tensor* weights, Tensor* state) const {
+  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  const std::string& name = configs_[static_cast<size_t>(table)].name;
+  if (weights) SR_RETURN_IF_ERROR(ExpectRowsTensor(*weights, "weights of table '" + name + "'", info.weight_dtype, rows.size(), info.dim));
+  if (state && info.state_dim == 0) state = nullptr;
+  if (state) SR_RETURN_IF_ERROR(ExpectRowsTensor(*state, "optimizer state of table '" + name + "'", dtype::kFloat32, rows.size(), info.state_dim));
+  if (rows.empty() || (!weights && !state)) return Status::Ok();
+  return RowsCall(table, rows, weights, state, RowsOp::kRead);
+}
+
+Status EmbeddingTables::WriteRows(int32_t table, std::span<const int64_t> rows, const Tensor* weights,
+                                  const Tensor* state) const {
+  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  const std::string& name = configs_[static_cast<size_t>(table)].name;
+  if (weights) SR_RETURN_IF_ERROR(ExpectRowsTensor(*weights, "weights of table '" + name + "'", info.weight_dtype, rows.size(), info.dim));
+  if (state && info.state_dim == 0) state = nullptr;
+  if (state) SR_RETURN_IF_ERROR(ExpectRowsTensor(*state, "optimizer state of table '" + name + "'", dtype::kFloat32, rows.size(), info.state_dim));
+  if (rows.empty() || (!weights && !state)) return Status::Ok();
+  return RowsCall(table, rows, weights, state, RowsOp::kWrite);
+}
+
 StatusOr<Tensor> EmbeddingTables::ReadState(int32_t table) const {
   SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
   Tensor s = Tensor::Empty(dtype::kFloat32, {info.num_rows, info.state_dim});

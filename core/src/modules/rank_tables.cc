@@ -113,6 +113,16 @@ Status RankTables::WriteWeights(size_t p, const Tensor& weights) const {
 Status RankTables::WriteState(size_t p, const Tensor& state) const {
   return groups_[where_[p].group].tables.WriteState(where_[p].table, state);
 }
+Status RankTables::ReadRows(size_t p, std::span<const int64_t> local_rows, Tensor* weights, Tensor* state) const {
+  return groups_[where_[p].group].tables.ReadRows(where_[p].table, local_rows, weights, state);
+}
+Status RankTables::WriteRows(size_t p, std::span<const int64_t> local_rows, const Tensor* weights,
+                             const Tensor* state) const {
+  return groups_[where_[p].group].tables.WriteRows(where_[p].table, local_rows, weights, state);
+}
+StatusOr<sr_kernel_table_info> RankTables::Info(size_t p) const {
+  return groups_[where_[p].group].tables.Info(where_[p].table);
+}
 Status RankTables::ResetRows(size_t p, std::span<const int64_t> local_rows) const {
   const EmbeddingTables& tables = groups_[where_[p].group].tables;
   SR_RETURN_IF_ERROR(tables.ResetRows(where_[p].table, local_rows));

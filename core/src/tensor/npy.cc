@@ -65,7 +65,7 @@ const char* DescrOf(DLDataType t) {
 
 }  // namespace
 
-StatusOr<Tensor> ReadNpy(const std::filesystem::path& path) {
+StatusOr<NpyLayout> ReadNpyLayout(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     std::error_code ec;
@@ -92,31 +92,61 @@ StatusOr<Tensor> ReadNpy(const std::filesystem::path& path) {
 
   auto parsed = npy::ParseHeader(header);
   if (!parsed.ok()) return FileError(path, parsed.status().message());
-  SR_ASSIGN_OR_RETURN(DLDataType dtype, ParseDescr(path, parsed->descr));
+  NpyLayout layout;
+  SR_ASSIGN_OR_RETURN(layout.dtype, ParseDescr(path, parsed->descr));
+  layout.descr = DescrOf(layout.dtype);
   if (parsed->fortran_order) {
     return FileError(path, "Fortran-ordered arrays are not supported; save np.ascontiguousarray(arr)");
   }
-  const std::vector<int64_t>& shape = parsed->shape;
+  layout.shape = parsed->shape;
 
-  // Size the payload before allocating it: a damaged header must give
+  // Size the payload before anyone allocates it: a damaged header must give
   // "truncated", not a huge allocation. An overflowing size is truncated too.
-  size_t nbytes = DTypeSize(dtype);
+  size_t nbytes = DTypeSize(layout.dtype);
   bool overflow = false;
-  for (int64_t e : shape) overflow |= __builtin_mul_overflow(nbytes, static_cast<size_t>(e), &nbytes);
-  const auto payload_start = in.tellg();
+  for (int64_t e : layout.shape) overflow |= __builtin_mul_overflow(nbytes, static_cast<size_t>(e), &nbytes);
+  layout.data_offset = static_cast<int64_t>(in.tellg());
   in.seekg(0, std::ios::end);
-  const auto available = static_cast<size_t>(in.tellg() - payload_start);
+  layout.file_bytes = static_cast<int64_t>(in.tellg());
+  const auto available = static_cast<size_t>(layout.file_bytes - layout.data_offset);
   if (overflow || available < nbytes) {
-    return FileError(path, "truncated: header says " + DTypeName(dtype) + " " +
-                               ShapeString(shape) + " (" + (overflow ? std::string("more than 2^64") : std::to_string(nbytes)) +
+    return FileError(path, "truncated: header says " + DTypeName(layout.dtype) + " " + ShapeString(layout.shape) +
+                               " (" + (overflow ? std::string("more than 2^64") : std::to_string(nbytes)) +
                                " bytes) but only " + std::to_string(available) + " bytes follow");
   }
-  Tensor t = Tensor::Empty(dtype, shape);
-  in.seekg(payload_start);
+  layout.payload_bytes = static_cast<int64_t>(nbytes);
+  return layout;
+}
+
+StatusOr<Tensor> ReadNpy(const std::filesystem::path& path) {
+  SR_ASSIGN_OR_RETURN(NpyLayout layout, ReadNpyLayout(path));
+  std::ifstream in(path, std::ios::binary);
+  Tensor t = Tensor::Empty(layout.dtype, layout.shape);
+  in.seekg(layout.data_offset);
   if (t.nbytes() > 0 && !in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()))) {
     return FileError(path, "read error");
   }
   return t;
+}
+
+StatusOr<std::string> NpyPrefix(const std::string& descr, const std::vector<int64_t>& shape) {
+  bool known = false;
+  for (const auto& e : kDescrs) known |= descr == e.descr;
+  if (!known) return InvalidArgumentError("cannot write dtype '" + descr + "' to .npy");
+  std::string dims = "(";
+  for (int64_t e : shape) dims += std::to_string(e) + ", ";
+  if (shape.size() > 1) dims.resize(dims.size() - 2);
+  else if (shape.size() == 1) dims.resize(dims.size() - 1);  // "(3,)"
+  dims += ")";
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + dims + ", }";
+  // Pad so that magic + version + length + header + '\n' is a multiple of 64.
+  const size_t unpadded = kMagicSize + 2 + 2 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header += '\n';
+  if (header.size() > 65535) return InvalidArgumentError("shape too long for .npy v1");
+  const unsigned char version_len[4] = {1, 0, static_cast<unsigned char>(header.size() & 0xFF),
+                                        static_cast<unsigned char>(header.size() >> 8)};
+  return std::string(kMagic, kMagicSize) + std::string(reinterpret_cast<const char*>(version_len), 4) + header;
 }
 
 Status WriteNpy(const std::filesystem::path& path, const Tensor& tensor) {
@@ -125,25 +155,10 @@ Status WriteNpy(const std::filesystem::path& path, const Tensor& tensor) {
     return InvalidArgumentError(path.string() + ": cannot write dtype " + DTypeName(tensor.dtype()) +
                                 " to .npy (NumPy has no such type; convert to float32 first)");
   }
-  std::string shape = "(";
-  for (int64_t e : tensor.shape()) shape += std::to_string(e) + ", ";
-  if (tensor.ndim() > 1) shape.resize(shape.size() - 2);
-  else if (tensor.ndim() == 1) shape.resize(shape.size() - 1);  // "(3,)"
-  shape += ")";
-  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
-                       shape + ", }";
-  // Pad so that magic + version + length + header + '\n' is a multiple of 64.
-  const size_t unpadded = kMagicSize + 2 + 2 + header.size() + 1;
-  header.append((64 - unpadded % 64) % 64, ' ');
-  header += '\n';
-  if (header.size() > 65535) return InvalidArgumentError(path.string() + ": shape too long for .npy v1");
-
+  auto prefix = NpyPrefix(descr, tensor.shape());
+  if (!prefix.ok()) return InvalidArgumentError(path.string() + ": " + prefix.status().message());
   return WriteFileAtomically(path, [&](std::ostream& out) {
-    const unsigned char version_len[4] = {1, 0, static_cast<unsigned char>(header.size() & 0xFF),
-                                          static_cast<unsigned char>(header.size() >> 8)};
-    out.write(kMagic, kMagicSize);
-    out.write(reinterpret_cast<const char*>(version_len), 4);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(prefix->data(), static_cast<std::streamsize>(prefix->size()));
     out.write(static_cast<const char*>(tensor.raw_data()), static_cast<std::streamsize>(tensor.nbytes()));
   });
 }

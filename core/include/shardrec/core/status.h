@@ -50,6 +50,7 @@ inline Status AlreadyExistsError(std::string m) { return Status(SR_ALREADY_EXIST
 inline Status InternalError(std::string m) { return Status(SR_INTERNAL, std::move(m)); }
 inline Status UnavailableError(std::string m) { return Status(SR_UNAVAILABLE, std::move(m)); }
 inline Status UnimplementedError(std::string m) { return Status(SR_UNIMPLEMENTED, std::move(m)); }
+inline Status DataLossError(std::string m) { return Status(SR_DATA_LOSS, std::move(m)); }
 
 // A value or an error.
 template <class T>

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,16 @@ struct CheckpointFile {
   std::vector<int64_t> shape;
   int64_t bytes = 0;       // the whole .npy file
   std::string xxh3_64;     // 16 lowercase hex digits of XXH3-64 over the whole file
+  // Set when the file holds not every row of [row_begin, row_end) but the
+  // shape[0] rows listed, strictly ascending, in an "<i8" .npy of shape
+  // [shape[0]]: what a sharder that places rows itself (a cyclic one)
+  // writes. Several files (a piece's weights and state) may share one.
+  struct RowIds {
+    std::string path;
+    int64_t bytes = 0;
+    std::string xxh3_64;
+  };
+  std::optional<RowIds> row_ids;
 };
 
 struct CheckpointManifest {
@@ -59,6 +70,12 @@ struct CheckpointManifest {
 // except "rowwise_adagrad.sum" (one value per row and column block, so its
 // files have one column and their column range names the block).
 bool KindIsPerColumn(const std::string& kind);
+
+// The kinds of files a table trained with `optimizer` (SR_OPTIMIZER_*)
+// needs: "weights" and the optimizer's state kinds.
+std::vector<std::string> CheckpointKinds(int32_t optimizer);
+
+nlohmann::json CheckpointFileToJson(const CheckpointFile& file);
 
 StatusOr<CheckpointManifest> ParseCheckpointManifest(const std::string& json_text, const std::string& source);
 StatusOr<CheckpointManifest> LoadCheckpointManifest(const std::filesystem::path& dir);

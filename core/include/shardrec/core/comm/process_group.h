@@ -128,6 +128,8 @@ class ProcessGroup {
 
 // Collective: one int64 from every rank, in rank order, on every rank.
 StatusOr<std::vector<int64_t>> AllGatherValues(const ProcessGroup& group, int64_t mine);
+// Collective: one string (bytes) from every rank, in rank order, on every rank.
+StatusOr<std::vector<std::string>> AllGatherStrings(const ProcessGroup& group, const std::string& mine);
 // Collective: every rank's rows ([rows_per_rank[r], width], one dtype),
 // stacked in rank order on every rank: [sum of rows_per_rank, width].
 StatusOr<Tensor> AllGatherRows(const ProcessGroup& group, const Tensor& mine, const std::vector<int64_t>& rows_per_rank);

@@ -71,6 +71,11 @@ class EmbeddingTables {
   Status ResetRows(int32_t table, std::span<const int64_t> rows) const;
   // Writes weights [rows.size(), dim] (the table's dtype) to `rows` only.
   Status WriteRowWeights(int32_t table, std::span<const int64_t> rows, const Tensor& weights) const;
+  // `rows` only, weights [n, dim] in the table's dtype and state float32
+  // [n, state_dim]; a null tensor is skipped. What checkpoints stream in
+  // chunks. Shapes and dtypes are validated.
+  Status ReadRows(int32_t table, std::span<const int64_t> rows, Tensor* weights, Tensor* state) const;
+  Status WriteRows(int32_t table, std::span<const int64_t> rows, const Tensor* weights, const Tensor* state) const;
 
   // The features this group looks up, in table order, with their table.
   struct Feature {

@@ -46,6 +46,11 @@ class RankTables {
   StatusOr<Tensor> ReadState(size_t piece) const;    // float32 [rows, state_dim]
   Status WriteWeights(size_t piece, const Tensor& weights) const;
   Status WriteState(size_t piece, const Tensor& state) const;
+  // Local rows only (EmbeddingTables::ReadRows / WriteRows).
+  Status ReadRows(size_t piece, std::span<const int64_t> local_rows, Tensor* weights, Tensor* state) const;
+  Status WriteRows(size_t piece, std::span<const int64_t> local_rows, const Tensor* weights, const Tensor* state) const;
+  // The kernel's view of a piece: dtypes, state_dim.
+  StatusOr<sr_kernel_table_info> Info(size_t piece) const;
   // Re-initialises local rows as at creation: at the global rows they
   // stand for when a sharder chose them (global_rows), optimizer state zero.
   Status ResetRows(size_t piece, std::span<const int64_t> local_rows) const;

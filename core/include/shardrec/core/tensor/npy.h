@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <ostream>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "shardrec/core/tensor/tensor.h"
 
@@ -27,6 +29,25 @@ StatusOr<Tensor> ReadNpy(const std::filesystem::path& path);
 // are removed before writing.
 Status WriteFileAtomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write,
                            std::ios::openmode mode = std::ios::binary);
+
+// Where an .npy file's array lies, read from its header alone: what a
+// reader that streams parts of the array (checkpoints) needs. Checks as
+// ReadNpy does (magic, version, header, dtype, C order, a payload at least
+// as long as the header says); `descr` is normalised ('<u2', '|u1').
+struct NpyLayout {
+  DLDataType dtype{};
+  std::string descr;
+  std::vector<int64_t> shape;
+  int64_t data_offset = 0;  // the payload's first byte
+  int64_t payload_bytes = 0;  // what the header says it holds
+  int64_t file_bytes = 0;
+};
+StatusOr<NpyLayout> ReadNpyLayout(const std::filesystem::path& path);
+
+// The bytes before the payload of a format 1.0 .npy holding `descr`
+// ("<f4", "<u2", ...: a dtype ReadNpy accepts) in `shape`, padded as NumPy
+// pads: for writers that stream the payload themselves.
+StatusOr<std::string> NpyPrefix(const std::string& descr, const std::vector<int64_t>& shape);
 
 // Writes atomically (a temporary file in the same directory, then rename),
 // so a reader never sees half a file and a failed write leaves nothing.

@@ -1,0 +1,87 @@
+// Saving and loading checkpoints (docs/checkpoints.md). A checkpoint does
+// not depend on the plan or world size that wrote it: it loads under any
+// plan, any world size and any sharder, self-routing plugins included.
+//
+// Saving is collective and bounded: every rank streams the rows it owns
+// (data-parallel replicas once, by one rank) to .npy files in chunks of
+// `chunk_bytes`, hashing as it writes, and fsyncs them; rank 0 then writes
+// the manifest and publishes the directory with one rename. Until that
+// rename the checkpoint is a hidden ".partial.PID-step-N" directory that
+// nothing loads; a crash at any moment leaves the previous checkpoints as
+// they were.
+//
+// Loading is collective too: the ranks first check every file they will
+// read (size, header, XXH3 checksum: the files are shared out so each is
+// read once) and agree, so a bad checkpoint is refused before any table
+// changes; then each rank reads only the rows and columns its shards need,
+// in chunks, with pread.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "shardrec/core/checkpoint/manifest.h"
+#include "shardrec/core/modules/embedding_tables.h"
+#include "shardrec/core/modules/sharded_tables.h"
+
+namespace shardrec {
+
+inline constexpr int64_t kDefaultCheckpointChunkBytes = int64_t{64} << 20;
+
+struct CheckpointSaveRequest {
+  std::filesystem::path root;     // the run's checkpoint directory; the checkpoint is root/step-NNNNNNNN
+  int64_t step = 0;
+  int64_t optimizer_iteration = 0;
+  std::string optimizer;          // OptimizerSpec::ToString()
+  nlohmann::json extra = nlohmann::json::object();  // more top-level manifest keys (managed collision, ...)
+  int keep_last = 0;              // > 0: afterwards remove all but the newest keep_last published checkpoints
+  int64_t chunk_bytes = kDefaultCheckpointChunkBytes;
+};
+
+struct SavedCheckpoint {
+  std::filesystem::path dir;
+  int64_t bytes = 0;          // every rank's files together
+  int64_t bytes_here = 0;     // this rank's
+  std::vector<std::string> removed;  // by keep_last
+};
+
+// Collective over the tables' group.
+StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const CheckpointSaveRequest& request);
+
+struct CheckpointLoadRequest {
+  std::filesystem::path dir;  // a checkpoint, or a run's directory (its newest published checkpoint)
+  // Load the weights only, leaving the optimizer state as it is, even when
+  // the checkpoint's optimizer differs from the tables'.
+  bool reset_optimizer = false;
+  bool verify_checksums = true;
+  int64_t chunk_bytes = kDefaultCheckpointChunkBytes;
+};
+
+struct LoadedCheckpoint {
+  std::filesystem::path dir;  // the checkpoint loaded
+  CheckpointManifest manifest;
+  bool optimizer_state_loaded = false;
+  int64_t bytes_read_here = 0;   // payload this rank read for its tables
+  int64_t bytes_checked_here = 0;  // bytes this rank hashed
+};
+
+// Collective over the tables' group.
+StatusOr<LoadedCheckpoint> LoadCheckpoint(const ShardedTables& tables, const CheckpointLoadRequest& request);
+// Unsharded tables, in this process alone.
+StatusOr<LoadedCheckpoint> LoadCheckpoint(const EmbeddingTables& tables, const CheckpointLoadRequest& request);
+
+// The tables a run would load `manifest` into must be the checkpoint's:
+// the same names, rows, dim and dtype (errors name the table and what
+// differs).
+Status CheckTablesMatch(const CheckpointManifest& manifest, const std::vector<EmbeddingTableConfig>& tables,
+                        const std::string& source);
+
+// Checks one file of a checkpoint against its manifest entry: its size,
+// its .npy header, and (with `checksum`) its XXH3. Errors name the file.
+Status VerifyCheckpointFile(const std::filesystem::path& dir, const CheckpointFile& file, bool checksum);
+
+}  // namespace shardrec

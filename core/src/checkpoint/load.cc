@@ -1,0 +1,362 @@
+// LoadCheckpoint (checkpoint.h): check every file first (shared out over the
+// ranks), agree, then each rank reads the rows and columns of its parts.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "file_io.h"
+#include "shardrec/core/checkpoint/checkpoint.h"
+#include "shardrec/core/checkpoint/checksum.h"
+#include "shardrec/core/checkpoint/directory.h"
+#include "shardrec/core/tensor/npy.h"
+#include "table_parts.h"
+
+namespace shardrec {
+
+namespace fs = std::filesystem;
+using checkpoint::FileHandle;
+using checkpoint::TablePart;
+
+namespace {
+
+// Checks an .npy against what the manifest says of it.
+Status VerifyNpy(const fs::path& path, const std::string& descr, const std::vector<int64_t>& shape, int64_t bytes,
+                 const std::string& xxh3, bool checksum, int64_t* hashed) {
+  auto layout = ReadNpyLayout(path);
+  if (!layout.ok()) {
+    if (layout.status().code() == SR_NOT_FOUND) return Status(SR_NOT_FOUND, path.string() + ": missing");
+    return layout.status();
+  }
+  if (layout->file_bytes != bytes) {
+    return InvalidArgumentError(fmt::format("{}: {} bytes, the manifest says {} (truncated or rewritten)", path.string(),
+                                            layout->file_bytes, bytes));
+  }
+  if (layout->descr != descr || layout->shape != shape) {
+    return InvalidArgumentError(fmt::format("{}: holds {} {}, the manifest says {} {}", path.string(), layout->descr,
+                                            ShapeString(layout->shape), descr, ShapeString(shape)));
+  }
+  if (layout->data_offset + layout->payload_bytes != layout->file_bytes) {
+    return InvalidArgumentError(path.string() + ": has bytes after its array");
+  }
+  if (!checksum) return Status::Ok();
+  int64_t read = 0;
+  SR_ASSIGN_OR_RETURN(uint64_t digest, Xxh3OfFile(path, &read));
+  *hashed += read;
+  if (Xxh3Hex(digest) != xxh3) {
+    return DataLossError(fmt::format("{}: checksum mismatch (XXH3 {}, the manifest says {}): the file changed after it "
+                                     "was saved", path.string(), Xxh3Hex(digest), xxh3));
+  }
+  return Status::Ok();
+}
+
+// An open data file and where its array starts.
+struct OpenFile {
+  FileHandle handle;
+  int64_t data_offset = 0;
+};
+
+class PartLoader {
+ public:
+  PartLoader(const fs::path& dir, const CheckpointManifest& manifest, int32_t optimizer, bool load_state,
+             int64_t chunk_bytes)
+      : dir_(dir), manifest_(manifest), optimizer_(optimizer), load_state_(load_state), chunk_bytes_(chunk_bytes) {
+    for (size_t i = 0; i < manifest.files.size(); ++i) {
+      by_kind_[{manifest.files[i].table, manifest.files[i].kind}].push_back(i);
+    }
+  }
+
+  int64_t bytes_read() const { return bytes_read_; }
+
+  Status Load(const TablePart& part) {
+    const EmbeddingTableConfig& t = *part.table;
+    const auto slices = load_state_ && part.state_dim > 0 ? checkpoint::StateSlices(optimizer_, part.cols)
+                                                          : std::vector<checkpoint::StateSlice>{};
+    const int64_t wsize = static_cast<int64_t>(DTypeSize(part.weight_dtype));
+    const int64_t row_bytes = part.cols * wsize + part.state_dim * static_cast<int64_t>(sizeof(float));
+    const int64_t chunk = std::clamp<int64_t>(chunk_bytes_ / std::max<int64_t>(row_bytes, 1), 1, part.rows);
+    std::vector<int64_t> local(static_cast<size_t>(chunk)), global(static_cast<size_t>(chunk));
+    for (int64_t begin = 0; begin < part.rows; begin += chunk) {
+      const int64_t n = std::min(chunk, part.rows - begin);
+      local.resize(static_cast<size_t>(n));
+      global.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        local[static_cast<size_t>(i)] = begin + i;
+        global[static_cast<size_t>(i)] = part.GlobalRow(begin + i);
+      }
+      Tensor w = Tensor::Empty(part.weight_dtype, {n, part.cols});
+      SR_RETURN_IF_ERROR(Fill(part, "weights", global, static_cast<char*>(w.raw_data()), wsize, part.cols, 0, part.cols));
+      std::optional<Tensor> s;
+      if (!slices.empty()) {
+        s = Tensor::Empty(dtype::kFloat32, {n, part.state_dim});
+        for (const auto& slice : slices) {
+          SR_RETURN_IF_ERROR(Fill(part, slice.kind, global, static_cast<char*>(s->raw_data()), sizeof(float),
+                                  part.state_dim, slice.offset, slice.width));
+        }
+      }
+      SR_RETURN_IF_ERROR(part.write_rows(local, &w, s ? &*s : nullptr)
+                             .WithContext(fmt::format("writing loaded rows of table '{}'", t.name)));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  // Fills columns [offset, offset + width) of the rows `global` of `out`
+  // (rows of `stride` elements of `elem` bytes) from the files of `kind`.
+  Status Fill(const TablePart& part, const std::string& kind, const std::vector<int64_t>& global, char* out,
+              int64_t elem, int64_t stride, int64_t offset, int64_t width) {
+    const EmbeddingTableConfig& t = *part.table;
+    const bool per_column = KindIsPerColumn(kind);
+    const int64_t c0 = part.col_begin, c1 = part.col_begin + part.cols;
+    std::vector<int64_t> covered(global.size(), 0);
+    auto it = by_kind_.find({t.name, kind});
+    if (it == by_kind_.end()) return InvalidArgumentError(fmt::format("{}: no {} files for table '{}'", dir_.string(), kind, t.name));
+    for (size_t index : it->second) {
+      const CheckpointFile& f = manifest_.files[index];
+      // The columns this file gives the part: per-column kinds their
+      // overlap; row-wise Adagrad the block holding the part's first column.
+      int64_t fc0, fc1;
+      if (per_column) {
+        fc0 = std::max(c0, f.col_begin);
+        fc1 = std::min(c1, f.col_end);
+        if (fc0 >= fc1) continue;
+      } else {
+        if (c0 < f.col_begin || c0 >= f.col_end) continue;
+        fc0 = 0;
+        fc1 = 1;
+      }
+      const int64_t file_width = per_column ? f.col_end - f.col_begin : 1;
+      const int64_t skip = per_column ? fc0 - f.col_begin : 0;          // file columns before ours
+      const int64_t at = offset + (per_column ? fc0 - c0 : 0);           // where they go in `out`
+      const int64_t take = fc1 - fc0;
+      // (row in `global`, row in the file), in order of both.
+      std::vector<std::pair<int64_t, int64_t>> rows;
+      if (f.row_ids) {
+        SR_ASSIGN_OR_RETURN(const std::vector<int64_t>* ids, RowIds(f));
+        for (size_t i = 0; i < global.size(); ++i) {
+          auto pos = std::lower_bound(ids->begin(), ids->end(), global[i]);
+          if (pos != ids->end() && *pos == global[i]) rows.emplace_back(static_cast<int64_t>(i), pos - ids->begin());
+        }
+      } else {
+        for (size_t i = 0; i < global.size(); ++i) {
+          if (global[i] >= f.row_begin && global[i] < f.row_end) rows.emplace_back(static_cast<int64_t>(i), global[i] - f.row_begin);
+        }
+      }
+      if (rows.empty()) continue;
+      SR_ASSIGN_OR_RETURN(OpenFile* file, Open(f.path));
+      const int64_t file_row_bytes = file_width * elem;
+      for (size_t r = 0; r < rows.size();) {
+        // A run of consecutive file rows: one read when it is whole rows.
+        size_t e = r + 1;
+        while (e < rows.size() && rows[e].second == rows[e - 1].second + 1) ++e;
+        const int64_t run = static_cast<int64_t>(e - r);
+        if (take == file_width) {
+          scratch_.resize(static_cast<size_t>(run * file_row_bytes));
+          SR_RETURN_IF_ERROR(file->handle.ReadAt(scratch_.data(), scratch_.size(),
+                                                 file->data_offset + rows[r].second * file_row_bytes));
+          bytes_read_ += static_cast<int64_t>(scratch_.size());
+          for (size_t k = r; k < e; ++k) {
+            std::memcpy(out + (rows[k].first * stride + at) * elem, scratch_.data() + (k - r) * file_row_bytes,
+                        static_cast<size_t>(take * elem));
+          }
+        } else {
+          for (size_t k = r; k < e; ++k) {
+            SR_RETURN_IF_ERROR(file->handle.ReadAt(out + (rows[k].first * stride + at) * elem,
+                                                   static_cast<size_t>(take * elem),
+                                                   file->data_offset + rows[k].second * file_row_bytes + skip * elem));
+            bytes_read_ += take * elem;
+          }
+        }
+        for (size_t k = r; k < e; ++k) covered[static_cast<size_t>(rows[k].first)] += take;
+        r = e;
+      }
+    }
+    for (size_t i = 0; i < global.size(); ++i) {
+      if (covered[i] != width) {
+        return InvalidArgumentError(fmt::format(
+            "{}: row {} of table '{}': its {} files give {} of the {} value(s) it needs (rows missing from, or listed "
+            "twice in, the files' row_ids)", dir_.string(), global[i], t.name, kind, covered[i], width));
+      }
+    }
+    return Status::Ok();
+  }
+
+  StatusOr<OpenFile*> Open(const std::string& path) {
+    auto it = open_.find(path);
+    if (it != open_.end()) return &it->second;
+    SR_ASSIGN_OR_RETURN(NpyLayout layout, ReadNpyLayout(dir_ / path));
+    SR_ASSIGN_OR_RETURN(FileHandle handle, FileHandle::OpenForReading(dir_ / path));
+    // Files stay open for the load: a part's chunks come back to them.
+    return &open_.emplace(path, OpenFile{std::move(handle), layout.data_offset}).first->second;
+  }
+
+  StatusOr<const std::vector<int64_t>*> RowIds(const CheckpointFile& f) {
+    auto it = row_ids_.find(f.row_ids->path);
+    if (it != row_ids_.end()) return &it->second;
+    SR_ASSIGN_OR_RETURN(Tensor ids, ReadNpy(dir_ / f.row_ids->path));
+    if (!SameDType(ids.dtype(), dtype::kInt64) || ids.ndim() != 1 || ids.size(0) != f.shape[0]) {
+      return InvalidArgumentError(fmt::format("{}: expected int64 [{}] row ids", (dir_ / f.row_ids->path).string(), f.shape[0]));
+    }
+    std::vector<int64_t> v(ids.data<int64_t>(), ids.data<int64_t>() + ids.numel());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i] < f.row_begin || v[i] >= f.row_end || (i > 0 && v[i] <= v[i - 1])) {
+        return InvalidArgumentError(fmt::format("{}: row ids must ascend strictly within rows [{}, {}); entry {} is {}",
+                                                (dir_ / f.row_ids->path).string(), f.row_begin, f.row_end, i, v[i]));
+      }
+    }
+    return &row_ids_.emplace(f.row_ids->path, std::move(v)).first->second;
+  }
+
+  fs::path dir_;
+  const CheckpointManifest& manifest_;
+  int32_t optimizer_;
+  bool load_state_;
+  int64_t chunk_bytes_;
+  std::map<std::pair<std::string, std::string>, std::vector<size_t>> by_kind_;
+  std::map<std::string, OpenFile> open_;
+  std::map<std::string, std::vector<int64_t>> row_ids_;
+  std::vector<char> scratch_;
+  int64_t bytes_read_ = 0;
+};
+
+// What every rank does alike: this rank's outcome to all; the first
+// failures, named by rank, if any rank failed.
+Status Agree(const ProcessGroup* group, const Status& mine, const std::string& what) {
+  if (group == nullptr) return mine.ok() ? mine : Status(mine.code(), what + ":\n  " + mine.message());
+  const std::string text = mine.ok() ? "" : fmt::format("{}\x1f{}", static_cast<int>(mine.code()), mine.message());
+  SR_ASSIGN_OR_RETURN(auto all, AllGatherStrings(*group, text));
+  std::string errors;
+  int code = SR_OK;
+  std::set<std::string> seen;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty()) continue;
+    const size_t sep = all[r].find('\x1f');
+    if (code == SR_OK) code = std::stoi(all[r].substr(0, sep));
+    const std::string message = all[r].substr(sep + 1);
+    if (!seen.insert(message).second) continue;  // the same file, reported by several ranks
+    errors += (group->world_size() > 1 ? fmt::format("\n  rank {}: ", r) : std::string("\n  ")) + message;
+  }
+  if (errors.empty()) return Status::Ok();
+  return Status(static_cast<int32_t>(code), what + ":" + errors);
+}
+
+StatusOr<LoadedCheckpoint> LoadParts(const std::vector<TablePart>& parts, const std::vector<EmbeddingTableConfig>& tables,
+                                     const OptimizerSpec& optimizer, const CheckpointLoadRequest& request,
+                                     const ProcessGroup* group) {
+  if (request.chunk_bytes <= 0) return InvalidArgumentError("checkpoint chunk size must be positive");
+  const int me = group ? group->rank() : 0, world = group ? group->world_size() : 1;
+  LoadedCheckpoint loaded;
+  // The manifest and the run: every rank reads and judges them alike.
+  SR_ASSIGN_OR_RETURN(loaded.dir, ResolveCheckpoint(request.dir));
+  SR_ASSIGN_OR_RETURN(loaded.manifest, LoadCheckpointManifest(loaded.dir));
+  const CheckpointManifest& m = loaded.manifest;
+  const std::string source = (loaded.dir / "manifest.json").string();
+  SR_RETURN_IF_ERROR(CheckTablesMatch(m, tables, source));
+  SR_ASSIGN_OR_RETURN(OptimizerSpec saved, OptimizerSpec::Parse(m.optimizer));
+  const bool load_state = optimizer.optimizer != SR_OPTIMIZER_NONE && !request.reset_optimizer;
+  if (load_state && saved.optimizer != optimizer.optimizer) {
+    return FailedPreconditionError(fmt::format(
+        "{}: the checkpoint's optimizer is {}, this run's is {}: its state cannot carry over. Train with the same "
+        "optimizer, or pass --reset-optimizer to load the weights only and start the optimizer afresh",
+        source, m.optimizer, optimizer.ToString()));
+  }
+  loaded.optimizer_state_loaded = load_state && optimizer.optimizer != SR_OPTIMIZER_SGD;
+
+  // Check every file that will be read, each by one rank (the largest
+  // first, to the rank with the fewest bytes so far), then agree.
+  std::set<std::string> kinds = {"weights"};
+  if (load_state) {
+    for (const auto& k : CheckpointKinds(saved.optimizer)) kinds.insert(k);
+  }
+  std::set<std::string> run_tables;
+  for (const auto& t : tables) run_tables.insert(t.name);
+  std::vector<const CheckpointFile*> files;
+  for (const auto& f : m.files) {
+    if (kinds.contains(f.kind) && run_tables.contains(f.table)) files.push_back(&f);
+  }
+  std::sort(files.begin(), files.end(), [](auto* a, auto* b) { return a->bytes != b->bytes ? a->bytes > b->bytes : a->path < b->path; });
+  std::vector<int64_t> load(static_cast<size_t>(world), 0);
+  std::set<std::string> ids_checked;
+  Status checked = Status::Ok();
+  for (const CheckpointFile* f : files) {
+    const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[static_cast<size_t>(r)] += f->bytes;
+    if (r != me || !checked.ok()) continue;
+    checked = VerifyNpy(loaded.dir / f->path, f->dtype, f->shape, f->bytes, f->xxh3_64, request.verify_checksums,
+                        &loaded.bytes_checked_here);
+    if (checked.ok() && f->row_ids && ids_checked.insert(f->row_ids->path).second) {
+      checked = VerifyNpy(loaded.dir / f->row_ids->path, "<i8", {f->shape[0]}, f->row_ids->bytes, f->row_ids->xxh3_64,
+                          request.verify_checksums, &loaded.bytes_checked_here);
+    }
+  }
+  SR_RETURN_IF_ERROR(Agree(group, checked, "checkpoint " + loaded.dir.string() + " is damaged; nothing was loaded"));
+
+  PartLoader loader(loaded.dir, m, saved.optimizer, load_state, request.chunk_bytes);
+  Status done = Status::Ok();
+  for (const TablePart& part : parts) {
+    if (part.rows == 0 || part.cols == 0) continue;
+    done = loader.Load(part);
+    if (!done.ok()) break;
+  }
+  loaded.bytes_read_here = loader.bytes_read();
+  SR_RETURN_IF_ERROR(Agree(group, done, "loading checkpoint " + loaded.dir.string() + " failed part way; the tables "
+                                        "hold a mix of loaded and earlier rows"));
+  return loaded;
+}
+
+std::vector<EmbeddingTableConfig> PlanTables(const ShardedTables& tables) {
+  std::vector<EmbeddingTableConfig> configs;
+  for (const auto& t : tables.layout().plan().tables) configs.push_back(t.config);
+  return configs;
+}
+
+}  // namespace
+
+Status CheckTablesMatch(const CheckpointManifest& manifest, const std::vector<EmbeddingTableConfig>& tables,
+                        const std::string& source) {
+  std::map<std::string, const EmbeddingTableConfig*> saved;
+  for (const auto& t : manifest.tables) saved[t.name] = &t;
+  std::string problems;
+  std::set<std::string> run;
+  for (const auto& t : tables) {
+    run.insert(t.name);
+    auto it = saved.find(t.name);
+    if (it == saved.end()) {
+      problems += "\n  table '" + t.name + "' is not in the checkpoint";
+      continue;
+    }
+    const EmbeddingTableConfig& s = *it->second;
+    if (s.num_embeddings != t.num_embeddings) problems += fmt::format("\n  table '{}': {} rows, the checkpoint's has {}", t.name, t.num_embeddings, s.num_embeddings);
+    if (s.embedding_dim != t.embedding_dim) problems += fmt::format("\n  table '{}': dim {}, the checkpoint's has {}", t.name, t.embedding_dim, s.embedding_dim);
+    if (s.data_type != t.data_type) problems += fmt::format("\n  table '{}': {}, the checkpoint's is {}", t.name, DataTypeName(t.data_type), DataTypeName(s.data_type));
+  }
+  for (const auto& t : manifest.tables) {
+    if (!run.contains(t.name)) problems += "\n  the checkpoint's table '" + t.name + "' is not in this run";
+  }
+  if (problems.empty()) return Status::Ok();
+  return FailedPreconditionError(source + ": the checkpoint's tables differ from this run's:" + problems);
+}
+
+Status VerifyCheckpointFile(const fs::path& dir, const CheckpointFile& file, bool checksum) {
+  int64_t hashed = 0;
+  SR_RETURN_IF_ERROR(VerifyNpy(dir / file.path, file.dtype, file.shape, file.bytes, file.xxh3_64, checksum, &hashed));
+  if (!file.row_ids) return Status::Ok();
+  return VerifyNpy(dir / file.row_ids->path, "<i8", {file.shape[0]}, file.row_ids->bytes, file.row_ids->xxh3_64,
+                   checksum, &hashed);
+}
+
+StatusOr<LoadedCheckpoint> LoadCheckpoint(const ShardedTables& tables, const CheckpointLoadRequest& request) {
+  SR_ASSIGN_OR_RETURN(auto parts, checkpoint::PartsOf(tables));
+  // A replica is loaded by every rank that holds it.
+  return LoadParts(parts, PlanTables(tables), tables.options().optimizer, request, &tables.group());
+}
+
+StatusOr<LoadedCheckpoint> LoadCheckpoint(const EmbeddingTables& tables, const CheckpointLoadRequest& request) {
+  SR_ASSIGN_OR_RETURN(auto parts, checkpoint::PartsOf(tables));
+  return LoadParts(parts, tables.configs(), tables.options().optimizer, request, nullptr);
+}
+
+}  // namespace shardrec
