@@ -17,6 +17,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
@@ -24,6 +25,8 @@
 #include "commands.h"
 #include "memory_check.h"
 #include "progress.h"
+#include "shardrec/core/checkpoint/checkpoint.h"
+#include "shardrec/core/checkpoint/directory.h"
 #include "shardrec/core/launch/dist_env.h"
 #include "shardrec/core/managed_collision/managed_collision_embedding.h"
 #include "shardrec/core/modules/embedding_bag_collection.h"
@@ -50,7 +53,20 @@ struct TrainFlags {
   double tolerance = 1e-5;
   std::vector<std::string> managed_collision;  // TABLE:SPEC
   int64_t raw_id_space = 0;                    // 0: 10 x the rows of each managed table
+  // Checkpoints (docs/checkpoints.md).
+  std::string checkpoint_dir, resume, checkpoint_chunk = "64MiB";
+  int64_t save_every = 0, keep_last = 0, chunk_bytes = kDefaultCheckpointChunkBytes;
+  bool reset_optimizer = false;
 };
+
+// What the synthetic stream is, in the manifest: a resumed run that differs
+// does not continue the same sequence, and is told so.
+nlohmann::json DataRecord(const TrainFlags& f, int world, int64_t position) {
+  return {{"source", "synthetic"},   {"seed", f.seed},
+          {"ids", f.ids},            {"pooling_factor", f.pooling_factor},
+          {"global_batch", world * f.batch}, {"raw_id_space", f.raw_id_space},
+          {"position", position}};
+}
 
 // The largest |got - want|, and the largest |got - want| / max(1, |want|):
 // large accumulators (Adagrad's sum of squares) are judged relative to
@@ -87,6 +103,16 @@ struct RankResult {
     bool Within(double tol) const { return output.scaled <= tol && weights.scaled <= tol && state.scaled <= tol; }
   };
   std::optional<Verify> verify;
+  struct Saved {
+    std::string dir;
+    int64_t step, bytes;
+    double seconds;
+    std::vector<std::string> removed;
+  };
+  std::vector<Saved> saved;
+  std::optional<LoadedCheckpoint> resumed;
+  double resume_seconds = 0;
+  int64_t first_step = 0;
 };
 
 // One rank's job. Errors are returned; rank 0 prints them.
@@ -126,22 +152,53 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   }
   int64_t width = 0;
   for (const auto& t : tables) width += t.embedding_dim * static_cast<int64_t>(t.feature_names.size());
-  Progress progress(f.steps, show);
+  // --resume: the tables, the step and the optimizer's iteration; the
+  // synthetic stream is a function of the step, so it resumes with it.
+  // --verify's unsharded reference resumes from the same checkpoint.
+  int64_t iteration = 0;  // the optimizer's steps so far
+  if (!f.resume.empty()) {
+    const auto start = std::chrono::steady_clock::now();
+    CheckpointLoadRequest lr;
+    lr.dir = f.resume;
+    lr.reset_optimizer = f.reset_optimizer;
+    lr.chunk_bytes = f.chunk_bytes;
+    SR_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, LoadCheckpoint(ebc.tables(), lr));
+    if (ref) SR_RETURN_IF_ERROR(LoadCheckpoint(ref->tables(), lr).status().WithContext("the --verify reference"));
+    result.resume_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.first_step = loaded.manifest.step;
+    iteration = loaded.optimizer_state_loaded || options.optimizer.optimizer == SR_OPTIMIZER_SGD
+                    ? loaded.manifest.optimizer_iteration
+                    : 0;
+    // The same stream only if it is drawn the same way: say so when not.
+    if (show && loaded.manifest.extra.contains("data")) {
+      nlohmann::json was = loaded.manifest.extra["data"], now = DataRecord(f, world, result.first_step);
+      for (const auto& [key, value] : now.items()) {
+        if (key != "position" && was.value(key, nlohmann::json()) != value) {
+          PrintLine(std::cerr, fmt::format("shardrec train: note: --resume: the checkpoint's data had {} {}, this run "
+                                           "{}: the run does not continue the same sample sequence",
+                                           key, was.value(key, nlohmann::json()).dump(), value.dump()));
+        }
+      }
+    }
+    result.resumed.emplace(std::move(loaded));
+  }
+  Progress progress(f.steps - result.first_step, show);
   int64_t lookups = 0;
   double my_seconds = 0;
   // Every rank starts its clock together (rank 0 made the reference and
   // printed the plan), so no rank's input dist times a peer's set-up.
   SR_RETURN_IF_ERROR(group.Barrier().WithContext("before the first step"));
-  for (int64_t step = 0; step < f.steps; ++step) {
+  for (int64_t step = result.first_step; step < f.steps; ++step) {
     const KeyedJaggedTensor batch = data.Batch(me, step, f.batch);
     lookups += static_cast<int64_t>(batch.values().size());
     const auto start = std::chrono::steady_clock::now();
+    ++iteration;
     SR_ASSIGN_OR_RETURN(KeyedTensor out, mc ? mc->Forward(batch, /*training=*/true) : ebc.Forward(batch));
-    SR_RETURN_IF_ERROR(ebc.Backward(data.Gradient(me * f.batch, f.batch, width, step), step + 1));
+    SR_RETURN_IF_ERROR(ebc.Backward(data.Gradient(me * f.batch, f.batch, width, step), iteration));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     my_seconds += secs;
     result.step_seconds.push_back(secs);
-    progress.Step(step + 1, static_cast<double>(world * f.batch) / secs);
+    progress.Step(step + 1 - result.first_step, static_cast<double>(world * f.batch) / secs);
     if (f.verify) {
       // Every rank's output to rank 0, which runs the same step unsharded.
       SR_ASSIGN_OR_RETURN(Tensor all,
@@ -151,10 +208,26 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
         const Tensor grad = data.Gradient(0, world * f.batch, width, step);
         SR_ASSIGN_OR_RETURN(KeyedTensor want, ref ? ref->Forward(global) : mc_ref->Forward(global, true));
         result.verify->output.Add(all, want.values());
-        SR_RETURN_IF_ERROR(ref ? ref->Backward(global, grad, step + 1) : mc_ref->Backward(grad, step + 1));
+        SR_RETURN_IF_ERROR(ref ? ref->Backward(global, grad, iteration) : mc_ref->Backward(grad, iteration));
       }
       // The other ranks wait here, untimed, while rank 0 runs the reference.
       SR_RETURN_IF_ERROR(group.Barrier().WithContext("after the reference step"));
+    }
+    // Checkpoints every --save-every steps and after the last; untimed.
+    const int64_t done = step + 1;
+    if (!f.checkpoint_dir.empty() && ((f.save_every > 0 && done % f.save_every == 0) || done == f.steps)) {
+      const auto start_save = std::chrono::steady_clock::now();
+      CheckpointSaveRequest req;
+      req.root = f.checkpoint_dir;
+      req.step = done;
+      req.optimizer_iteration = iteration;
+      req.keep_last = static_cast<int>(f.keep_last);
+      req.chunk_bytes = f.chunk_bytes;
+      req.extra["data"] = DataRecord(f, world, done);
+      SR_ASSIGN_OR_RETURN(SavedCheckpoint saved, SaveCheckpoint(ebc.tables(), req));
+      const double save_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_save).count();
+      result.saved.push_back({saved.dir.string(), done, saved.bytes, save_secs, saved.removed});
+      if (show) progress.Note(fmt::format("saved {} ({}) in {:.2f} s", saved.dir.string(), FormatByteSize(saved.bytes), save_secs));
     }
   }
   SR_ASSIGN_OR_RETURN(auto ns_per_rank, AllGatherValues(group, static_cast<int64_t>(my_seconds * 1e9)));
@@ -201,7 +274,20 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
 void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group, const ShardingPlan& plan, bool json,
             const std::string& data_desc) {
   const int world = group.world_size();
-  const double samples = static_cast<double>(world * f.batch * f.steps);
+  const int64_t steps = f.steps - r.first_step;
+  const double samples = static_cast<double>(world * f.batch * steps);
+  nlohmann::json checkpoints = nlohmann::json::array();
+  for (const auto& c : r.saved) {
+    checkpoints.push_back({{"dir", c.dir}, {"step", c.step}, {"bytes", c.bytes}, {"seconds", c.seconds},
+                           {"bytes_per_s", c.bytes / std::max(c.seconds, 1e-9)}, {"removed", c.removed}});
+  }
+  if (steps <= 0) {
+    const std::string m = fmt::format("nothing to train: the checkpoint {} is at step {}, and --steps is {}",
+                                      r.resumed ? r.resumed->dir.string() : "", r.first_step, f.steps);
+    if (json) std::cout << nlohmann::json{{"steps", 0}, {"first_step", r.first_step}, {"note", m}}.dump() << "\n";
+    else std::cout << m << "\n";
+    return;
+  }
   int64_t lookups = 0;
   for (int64_t l : r.lookups) lookups += l;
   // The split: each phase's mean over ranks, as a share of the ranks' mean
@@ -226,7 +312,9 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                         {"kernel", f.kernel},
                         {"tables", plan.tables.size()},
                         {"batch_per_rank", f.batch},
-                        {"steps", f.steps},
+                        {"steps", steps},
+                        {"first_step", r.first_step},
+                        {"checkpoints", checkpoints},
                         {"data", data_desc},
                         {"output_dist", r.output_dist},
                         {"seconds", r.seconds},
@@ -240,6 +328,10 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                         {"bytes_per_rank", r.bytes},
                         {"plan", nlohmann::json::parse(PlanToJson(plan))}};
     for (double s : r.step_seconds) j["step_samples_per_s"].push_back(static_cast<double>(world * f.batch) / s);
+    if (r.resumed) {
+      j["resumed_from"] = {{"dir", r.resumed->dir.string()}, {"step", r.first_step}, {"seconds", r.resume_seconds},
+                           {"optimizer_state_loaded", r.resumed->optimizer_state_loaded}};
+    }
     if (!r.mc_stats.empty()) {
       double remap = 0;
       for (double s : r.remap_seconds) remap += s / world;
@@ -265,8 +357,13 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
     return;
   }
   std::string out;
+  if (r.resumed) {
+    out += fmt::format("resumed from {} (step {}{}) in {:.2f} s\n", r.resumed->dir.string(), r.first_step,
+                       r.resumed->optimizer_state_loaded ? ", with the optimizer state" : ", weights only",
+                       r.resume_seconds);
+  }
   out += fmt::format("done: {} in {:.3f} s (the slowest rank): {} samples/s, {} lookups/s ({} together)\n",
-                     Counted(f.steps, "step"), r.seconds, Rate(samples / r.seconds),
+                     Counted(steps, "step"), r.seconds, Rate(samples / r.seconds),
                      Rate(static_cast<double>(lookups) / r.seconds), Counted(world, "rank"));
   out += fmt::format("time split (mean over ranks, {:.3f} s): input dist {:.1f}% ({:.3f} s), lookup {:.1f}% ({:.3f} s), "
                      "output dist {:.1f}% ({:.3f} s), backward {:.1f}% ({:.3f} s), other {:.1f}% ({:.3f} s); "
@@ -285,6 +382,11 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                          table, 100 * s.hit_rate(), 100 * s.default_rate(), s.residual, s.admissions, s.evictions,
                          s.refusals, s.occupied, s.capacity, 100 * s.occupancy(), s.rounds);
     }
+  }
+  for (const auto& c : r.saved) {
+    out += fmt::format("checkpoint {}: {} in {:.2f} s ({}B/s){}\n", c.dir, FormatByteSize(c.bytes), c.seconds,
+                       Rate(static_cast<double>(c.bytes) / std::max(c.seconds, 1e-9)),
+                       c.removed.empty() ? "" : "; removed by --keep-last: " + fmt::format("{}", fmt::join(c.removed, ", ")));
   }
   out += "memory per rank (weights + optimizer state):";
   for (size_t i = 0; i < r.bytes.size(); ++i) out += fmt::format(" [{}] {}", i, FormatByteSize(r.bytes[i]));
@@ -348,7 +450,22 @@ int RunTrain(const std::vector<std::string>& args) {
        "mch_size, buckets, input_hash, input_hash_size, threshold, decay_exponent and other policy options; "
        "see docs/managed_collision.md")
       ("raw-id-space", po::value(&f.raw_id_space)->default_value(f.raw_id_space),
-       "distinct raw ids a managed table's feature draws from (0: 10 x the table's rows)");
+       "distinct raw ids a managed table's feature draws from (0: 10 x the table's rows)")
+      ("checkpoint-dir", po::value(&f.checkpoint_dir),
+       "save checkpoints here, as DIR/step-NNNNNNNN (every --save-every steps, and after the last step); they load "
+       "under any plan and world size (docs/checkpoints.md)")
+      ("save-every", po::value(&f.save_every)->default_value(f.save_every),
+       "steps between checkpoints (0: only after the last step)")
+      ("keep-last", po::value(&f.keep_last)->default_value(f.keep_last),
+       "keep only the newest K checkpoints in --checkpoint-dir (0: keep all)")
+      ("resume", po::value(&f.resume),
+       "continue from a checkpoint: DIR is one (DIR/manifest.json), or a --checkpoint-dir (its newest). Restores "
+       "the tables, the optimizer state, the step and the data stream's position; --steps is the step to reach")
+      ("reset-optimizer", po::bool_switch(&f.reset_optimizer),
+       "with --resume: load the weights only and start the optimizer afresh (needed when --optimizer differs "
+       "from the checkpoint's)")
+      ("checkpoint-chunk", po::value(&f.checkpoint_chunk)->default_value(f.checkpoint_chunk),
+       "rows are saved and loaded in chunks of about this many bytes per rank: the extra memory a save or load takes");
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("train", args, desc, nullptr, &vm, &code,
@@ -360,6 +477,8 @@ int RunTrain(const std::vector<std::string>& args) {
              "  shardrec train --sharder row_wise --world-size 4 --verify   # 4 threads, row-wise, checked\n"
              "  shardrec train --comm gloo --world-size 2 --ids zipf:1.05   # 2 processes over TCP\n"
              "  shardrec train --tables 8x1000000x128 --plan plan.json --json\n"
+             "  shardrec train --steps 1000 --checkpoint-dir ckpt --save-every 100 --keep-last 3\n"
+             "  shardrec train --steps 2000 --resume ckpt --checkpoint-dir ckpt --sharder row_wise --world-size 4\n"
              "  shardrec launch --nproc-per-node 4 -- shardrec train --comm gloo --sharder table_row_wise")) {
     return code;
   }
@@ -370,6 +489,27 @@ int RunTrain(const std::vector<std::string>& args) {
   if (f.batch <= 0 || f.steps <= 0) return fail("--batch and --steps must be positive");
   if (!f.plan.empty() && !f.sharder.empty()) return fail("give --plan or --sharder, not both");
   if (!(f.tolerance >= 0)) return fail("--tolerance must be >= 0");
+  if (f.save_every < 0 || f.keep_last < 0) return fail("--save-every and --keep-last must be >= 0");
+  if ((f.save_every > 0 || f.keep_last > 0) && f.checkpoint_dir.empty()) {
+    return fail("--save-every and --keep-last need --checkpoint-dir");
+  }
+  if (f.reset_optimizer && f.resume.empty()) return fail("--reset-optimizer needs --resume");
+  if (auto chunk = ParseByteSize(f.checkpoint_chunk); !chunk.ok() || chunk.value() <= 0) {
+    return fail("--checkpoint-chunk: " + (chunk.ok() ? std::string("must be positive") : chunk.status().message()));
+  } else {
+    f.chunk_bytes = chunk.value();
+  }
+  if (!f.checkpoint_dir.empty()) {
+    // A directory with another run's checkpoints is not silently mixed into.
+    std::error_code ec;
+    const bool resumes_here = !f.resume.empty() && std::filesystem::equivalent(f.resume, f.checkpoint_dir, ec);
+    for (const auto& e : ListCheckpoints(f.checkpoint_dir)) {
+      if (e.published && !resumes_here && f.resume.empty()) {
+        return fail("--checkpoint-dir " + f.checkpoint_dir + " holds checkpoints already (" + e.name +
+                    "); continue that run with --resume " + f.checkpoint_dir + ", or choose another directory");
+      }
+    }
+  }
   // The default job is two ranks; a launcher's world wins.
   auto env = ReadDistEnv();
   if (vm["world-size"].defaulted() && env.ok() && !env->launched()) comm.world_size = 2;
@@ -407,6 +547,10 @@ int RunTrain(const std::vector<std::string>& args) {
     it->managed_collision = ManagedCollisionSpec(parsed.value());
   }
   if (Status st = ValidateManagedTables(tables.value(), managed.value()); !st.ok()) return fail(st.message());
+  if (!managed->empty() && (!f.checkpoint_dir.empty() || !f.resume.empty())) {
+    return fail("--checkpoint-dir / --resume: managed-collision tables' state (slot maps, eviction metadata) is not "
+                "saved yet, so their checkpoints would not resume exactly; train them without checkpoints for now");
+  }
   if (f.raw_id_space < 0) return fail("--raw-id-space must be >= 0");
   std::vector<int64_t> raw_space;
   for (const auto& t : tables.value()) {

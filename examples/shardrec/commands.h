@@ -19,5 +19,6 @@ int RunBenchComm(const std::vector<std::string>& args);     // bench comm
 int RunTrain(const std::vector<std::string>& args);         // train, and no subcommand (the main job)
 int RunReplayEvictions(const std::vector<std::string>& args);  // replay-evictions
 int RunBenchMc(const std::vector<std::string>& args);       // bench mc
+int RunCheckpointInspect(const std::vector<std::string>& args);  // checkpoint inspect
 
 }  // namespace shardrec::cli

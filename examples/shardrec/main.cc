@@ -38,6 +38,8 @@ const std::vector<Command>& Commands() {
        &RunBenchMc},
       {"replay-evictions", "replay a recorded id stream through each eviction policy: hit rates side by side",
        &RunReplayEvictions},
+      {"checkpoint inspect", "what a checkpoint holds (step, optimizer, tables, files); --verify checks every file",
+       &RunCheckpointInspect},
       {"comm check", "every collective of a comm backend against locally computed results",
        &RunCommCheck},
       {"launch", "run a command as this host's ranks of a job (torchrun-style variables)", &RunLaunch},

@@ -38,4 +38,10 @@ void Progress::Step(int64_t done, double per_s) {
   }
 }
 
+void Progress::Note(const std::string& line) {
+  if (!enabled_) return;
+  // On a terminal the bar is redrawn on its line: clear it first.
+  std::cerr << (tty_ ? "\r\033[K" : "") << line << "\n" << std::flush;
+}
+
 }  // namespace shardrec::cli

@@ -21,6 +21,8 @@ class Progress {
            std::string rate_unit = "samples");
   // `done` of the steps are finished, at `per_s` rate units per second.
   void Step(int64_t done, double per_s);
+  // A line of its own between steps (a checkpoint saved), not lost under the bar.
+  void Note(const std::string& line);
 
  private:
   int64_t steps_;

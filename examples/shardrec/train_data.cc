@@ -127,9 +127,24 @@ StatusOr<SyntheticData> SyntheticData::Create(std::vector<EmbeddingTableConfig> 
   return InvalidArgumentError("--ids must be uniform or zipf:ALPHA, got '" + ids + "'");
 }
 
+namespace {
+// SplitMix64 as a standard random bit generator: one per (step, sample,
+// feature), seeded in a few cycles (mt19937_64 would take 312 words).
+struct SampleRng {
+  using result_type = uint64_t;
+  uint64_t state;
+  static constexpr uint64_t min() { return 0; }
+  static constexpr uint64_t max() { return ~uint64_t{0}; }
+  uint64_t operator()() { return sdk::Mix64(state += 0x9E3779B97F4A7C15ull); }
+};
+}  // namespace
+
 KeyedJaggedTensor SyntheticData::Batch(int rank, int64_t step, int64_t batch) const {
-  std::mt19937_64 rng(sdk::Mix64(sdk::Mix64(seed_ ^ 0x5eedull) + static_cast<uint64_t>(rank) * 0x9E37ull +
-                                 static_cast<uint64_t>(step) * 0x100000001B3ull));
+  return Samples(step, static_cast<int64_t>(rank) * batch, batch);
+}
+
+KeyedJaggedTensor SyntheticData::Samples(int64_t step, int64_t first, int64_t count) const {
+  const uint64_t step_seed = sdk::Mix64(sdk::Mix64(seed_ ^ 0x5eedull) + static_cast<uint64_t>(step) * 0x100000001B3ull);
   std::vector<int64_t> values, lengths;
   std::vector<float> weights;
   bool weighted = false;
@@ -139,7 +154,8 @@ KeyedJaggedTensor SyntheticData::Batch(int rank, int64_t step, int64_t batch) co
     const auto t = static_cast<size_t>(feature_table_[f]);
     const int64_t space = space_[t];
     const auto max_len = static_cast<uint64_t>(std::llround(2 * pooling_[f]));
-    for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t b = first; b < first + count; ++b) {
+      SampleRng rng{sdk::Mix64(step_seed + static_cast<uint64_t>(b) * 0x9E37ull + f * 0xC2B2AE3D27D4EB4Full)};
       const int64_t n = static_cast<int64_t>(rng() % (max_len + 1));
       lengths.push_back(n);
       for (int64_t i = 0; i < n; ++i) {
@@ -164,9 +180,7 @@ KeyedJaggedTensor SyntheticData::Batch(int rank, int64_t step, int64_t batch) co
 }
 
 KeyedJaggedTensor SyntheticData::GlobalBatch(int world, int64_t step, int64_t batch) const {
-  std::vector<KeyedJaggedTensor> per_rank;
-  for (int r = 0; r < world; ++r) per_rank.push_back(Batch(r, step, batch));
-  return KeyedJaggedTensor::ConcatSamples(per_rank).value();  // same keys and weighting by construction
+  return Samples(step, 0, static_cast<int64_t>(world) * batch);
 }
 
 Tensor SyntheticData::Gradient(int64_t first, int64_t rows, int64_t width, int64_t step) const {

@@ -1,7 +1,10 @@
 // Synthetic training data for `shardrec train`: tables from a short spec,
-// and per-(rank, step) batches and output gradients that are pure
-// functions of the seed, so any rank (and the --verify reference) can make
-// any rank's batch without communication.
+// and batches and output gradients that are pure functions of the seed, the
+// step and the global sample index, so any rank (and the --verify
+// reference) can make any rank's batch without communication, and a step's
+// global batch is the same for every split of it into ranks: a run resumed
+// from a checkpoint under another world size (same global batch) continues
+// the same sequence of samples.
 //
 // Tables spec: comma-separated items [COUNTx]ROWSxDIM[:sum|mean]; table i
 // is "t<i>" with one feature "f<i>". E.g. "4x100000x64,2x10000x16:mean".
@@ -36,8 +39,11 @@ class SyntheticData {
                                         std::vector<double> pooling_factors, uint64_t seed,
                                         std::vector<int64_t> raw_id_space = {});
 
-  // Rank `rank`'s batch at `step`: every feature, `batch` samples.
+  // Rank `rank`'s batch at `step`: every feature, `batch` samples (global
+  // samples [rank * batch, (rank + 1) * batch) of the step).
   KeyedJaggedTensor Batch(int rank, int64_t step, int64_t batch) const;
+  // Global samples [first, first + count) of `step`.
+  KeyedJaggedTensor Samples(int64_t step, int64_t first, int64_t count) const;
   // Every rank's batch, samples concatenated in rank order (the unsharded run's).
   KeyedJaggedTensor GlobalBatch(int world, int64_t step, int64_t batch) const;
   // Rows [first, first + rows) of the step's output gradient, [rows, width].
