@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""Issue 17, as a user meets it: `shardrec train` saves checkpoints, a new
+process resumes from one exactly (same plan: bit for bit; another sharder and
+world size over gloo processes: within 1e-6), a rank killed mid-save leaves
+the previous checkpoint loadable and the partial one ignored (and `checkpoint
+inspect` says why), and a damaged checkpoint is refused naming the file.
+Tables are assembled from the checkpoint's files with numpy.load(mmap_mode="r"),
+as docs/checkpoints.md promises another tool can.
+
+usage: checkpoint_cli_test.py SHARDREC_EXE FIXTURE_DIR
+Exit 77 (skip) when numpy is missing."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import numpy as np
+except ImportError:
+    print("SKIP: numpy is not importable under", sys.executable)
+    sys.exit(77)
+
+exe, fixtures = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+CYCLIC = os.path.join(fixtures, "cyclic", "libshardrec_sharder_cyclic.so")
+ENV = dict(os.environ, SHARDREC_PLUGIN_PATH="")
+failures = []
+TABLES = "2x300x8,1x50x12"
+GLOBAL_BATCH = 24  # divisible by every world size below
+
+
+def run(*args, timeout=180):
+    try:
+        return subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout, env=ENV)
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(e.cmd, None, e.stdout or "", (e.stderr or "") + "(timed out)")
+
+
+def expect(name, cond, detail=""):
+    print(("PASS " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[-3000:]))
+    if not cond:
+        failures.append(name)
+
+
+def train(steps, world, sharder_args, optimizer, extra, comm="gloo"):
+    args = ["train", "--tables", TABLES, "--steps", str(steps), "--world-size", str(world), "--comm", comm,
+            "--batch", str(GLOBAL_BATCH // world), "--optimizer", optimizer, "--seed", "5", *sharder_args, *extra]
+    return run(*args)
+
+
+def tables_of(ckpt):
+    """{(table, kind): float64 [rows, dim]} from the manifest's files; row-wise
+    Adagrad's per-block value is spread over its block's columns."""
+    m = json.load(open(os.path.join(ckpt, "manifest.json")))
+    dims = {t["name"]: (t["num_embeddings"], t["embedding_dim"]) for t in m["tables"]}
+    out = {}
+    for f in m["files"]:
+        rows, dim = dims[f["table"]]
+        key = (f["table"], f["kind"])
+        full = out.setdefault(key, np.full((rows, dim), np.nan))
+        a = np.load(os.path.join(ckpt, f["path"]), mmap_mode="r").astype(np.float64)
+        r0, r1 = f["rows"]
+        c0, c1 = f["cols"]
+        if a.shape[1] == 1 and c1 - c0 > 1:
+            a = np.repeat(a, c1 - c0, axis=1)
+        if "row_ids" in f:
+            ids = np.load(os.path.join(ckpt, f["row_ids"]["path"]), mmap_mode="r")
+            full[ids, c0:c1] = a
+        else:
+            full[r0:r1, c0:c1] = a
+    return m, out
+
+
+def compare(name, got_dir, want_dir, exact):
+    gm, got = tables_of(got_dir)
+    wm, want = tables_of(want_dir)
+    worst = 0.0
+    ok = set(got) == set(want) and gm["step"] == wm["step"] and gm["optimizer"] == wm["optimizer"]
+    for key in want:
+        if key not in got:
+            continue
+        g, w = got[key], want[key]
+        ok &= not np.isnan(g).any() and not np.isnan(w).any()
+        if exact:
+            ok &= np.array_equal(g, w)
+        worst = max(worst, float(np.max(np.abs(g - w) / np.maximum(1.0, np.abs(w)))))
+    ok &= exact or worst <= 1e-6
+    expect(name, ok, f"largest scaled difference {worst:.3g}; steps {gm['step']} vs {wm['step']}; "
+                     f"optimizer {gm['optimizer']} vs {wm['optimizer']}; kinds {sorted(got)} vs {sorted(want)}")
+
+
+def last(root):
+    names = sorted(n for n in os.listdir(root) if n.startswith("step-"))
+    return os.path.join(root, names[-1])
+
+
+with tempfile.TemporaryDirectory(prefix="shardrec-ckpt-test-") as tmp:
+    def d(name):
+        return os.path.join(tmp, name)
+
+    # 1. Same plan: N steps straight == k steps, a new process, N - k more; bit for bit.
+    for comm, world in (("local", 2), ("gloo", 2)):
+        for opt in ("adam", "rowwise_adagrad"):
+            tag = f"{comm}-{opt}"
+            sh = ["--sharder", "row_wise"]
+            a = train(6, world, sh, opt, ["--checkpoint-dir", d("straight-" + tag)], comm)
+            b = train(3, world, sh, opt, ["--checkpoint-dir", d("resumed-" + tag)], comm)
+            c = train(6, world, sh, opt, ["--resume", d("resumed-" + tag), "--checkpoint-dir", d("resumed-" + tag)], comm)
+            good = all(p.returncode == 0 for p in (a, b, c))
+            expect(f"exact resume, same plan ({tag}): runs succeed", good, a.stderr + b.stderr + c.stderr)
+            expect(f"exact resume, same plan ({tag}): resumed at step 3",
+                   "resumed from" in c.stdout and "(step 3, with the optimizer state)" in c.stdout, c.stdout)
+            if good:
+                compare(f"exact resume, same plan ({tag}): every row and optimizer state bit-identical",
+                        last(d("resumed-" + tag)), last(d("straight-" + tag)), exact=True)
+
+    # 2. Another sharder and world size at every resume, over gloo processes:
+    #    1 rank table-wise -> 4 row-wise -> 2 column-wise -> 3 self-routing
+    #    (the row_cyclic plugin) -> 2 table-wise; against 10 steps straight.
+    cw_plan = d("column_wise.json")
+    with open(cw_plan, "w") as f:
+        json.dump({"plan": {"t0": {"sharding_type": "column_wise", "sharder_options": {"block_cols": "3"}},
+                            "t1": {"sharding_type": "column_wise", "sharder_options": {"block_cols": "4"}},
+                            "t2": {"sharding_type": "column_wise", "sharder_options": {"block_cols": "5"}}}}, f)
+    chain = [(1, ["--sharder", "table_wise"]), (4, ["--sharder", "row_wise"]), (2, ["--plan", cw_plan]),
+             (3, ["--plugin", CYCLIC, "--sharder", "row_cyclic"]), (2, ["--sharder", "table_wise"])]
+    for opt in ("adagrad", "adam"):
+        ref = train(10, 1, ["--sharder", "table_wise"], opt, ["--checkpoint-dir", d("chain-ref-" + opt)])
+        expect(f"resharding chain ({opt}): the straight run", ref.returncode == 0, ref.stderr)
+        root = d("chain-" + opt)
+        ok = True
+        for i, (world, sharder) in enumerate(chain):
+            extra = ["--checkpoint-dir", root] + (["--resume", root] if i > 0 else [])
+            p = train(2 * (i + 1), world, sharder, opt, extra)
+            ok &= p.returncode == 0
+            expect(f"resharding chain ({opt}): stage {i + 1} ({world} ranks, {' '.join(sharder[-1:])})",
+                   p.returncode == 0 and "note:" not in p.stderr, p.stdout[-1500:] + p.stderr)
+        if ok and ref.returncode == 0:
+            compare(f"resharding chain ({opt}): within 1e-6 of the straight run", last(root),
+                    last(d("chain-ref-" + opt)), exact=False)
+
+    # 3. --keep-last, and a directory with checkpoints is not reused silently.
+    p = train(6, 2, [], "sgd", ["--checkpoint-dir", d("keep"), "--save-every", "2", "--keep-last", "2"], "local")
+    expect("--keep-last 2 keeps the newest two", p.returncode == 0 and
+           sorted(os.listdir(d("keep"))) == ["step-00000004", "step-00000006"], (p.stderr, os.listdir(d("keep"))))
+    p = train(6, 2, [], "sgd", ["--checkpoint-dir", d("keep")], "local")
+    expect("a --checkpoint-dir with checkpoints needs --resume", p.returncode == 2 and "--resume" in p.stderr, p.stderr)
+
+    # 4. Damaged checkpoints are refused naming the file, before training.
+    bad = d("resumed-gloo-adam")
+    m = json.load(open(os.path.join(last(bad), "manifest.json")))
+    victim = os.path.join(last(bad), m["files"][1]["path"])
+    with open(victim, "r+b") as f:
+        f.seek(-5, 2)
+        byte = f.read(1)
+        f.seek(-5, 2)
+        f.write(bytes([byte[0] ^ 0x01]))
+    p = train(8, 2, ["--sharder", "row_wise"], "adam", ["--resume", bad])
+    expect("a flipped byte: resume refused naming the file", p.returncode == 1 and
+           "checksum mismatch" in p.stderr and m["files"][1]["path"] in p.stderr, p.stderr)
+    p = run("checkpoint", "inspect", last(bad), "--verify")
+    expect("a flipped byte: inspect --verify names it and exits 1",
+           p.returncode == 1 and m["files"][1]["path"] in p.stdout, p.stdout + p.stderr)
+    p = train(8, 2, ["--sharder", "row_wise"], "adagrad", ["--resume", d("straight-gloo-adam")])
+    expect("another optimizer: refused, pointing at --reset-optimizer",
+           p.returncode == 1 and "--reset-optimizer" in p.stderr, p.stderr)
+    p = train(8, 2, ["--sharder", "row_wise"], "adagrad", ["--resume", d("straight-gloo-adam"), "--reset-optimizer"])
+    expect("another optimizer with --reset-optimizer: weights only", p.returncode == 0 and "weights only" in p.stdout,
+           p.stdout + p.stderr)
+    p = run("train", "--tables", "2x300x8,1x50x16", "--steps", "8", "--resume", d("straight-gloo-adam"), "--optimizer", "adam")
+    expect("other tables: refused naming the table", p.returncode == 1 and "table 't2': dim 16" in p.stderr, p.stderr)
+
+    # 5. A rank killed with SIGKILL in the middle of a save.
+    root = d("killed")
+    killed_mid_save = False
+    for attempt in range(3):
+        job = subprocess.Popen([exe, "train", "--tables", "2x400000x32", "--steps", "10000", "--save-every", "3",
+                                "--comm", "gloo", "--world-size", "2", "--batch", "64", "--checkpoint-dir", root,
+                                *(["--resume", root] if os.path.isdir(root) and any(
+                                    n.startswith("step-") for n in os.listdir(root)) else [])],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
+        deadline = time.time() + 120
+        target = None
+        while time.time() < deadline and job.poll() is None:
+            names = os.listdir(root) if os.path.isdir(root) else []
+            if any(n.startswith("step-") for n in names) and any(n.startswith(".partial.") for n in names):
+                try:
+                    with open(f"/proc/{job.pid}/task/{job.pid}/children") as f:
+                        kids = [int(x) for x in f.read().split()]
+                except OSError:
+                    kids = []
+                target = kids[-1] if kids else job.pid
+                os.kill(target, signal.SIGKILL)
+                break
+            time.sleep(0.002)
+        try:
+            job.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            job.wait()
+        names = os.listdir(root) if os.path.isdir(root) else []
+        if target and any(n.startswith(".partial.") for n in names):
+            killed_mid_save = True
+            break
+    expect("a rank was killed while a save was under way", killed_mid_save, os.listdir(root) if os.path.isdir(root) else "")
+    if killed_mid_save:
+        expect("the killed job failed", job.returncode != 0, job.returncode)
+        p = run("checkpoint", "inspect", root)
+        expect("inspect lists the partial save and says why it is not a checkpoint",
+               p.returncode == 0 and "not a checkpoint: a save that never finished" in p.stdout, p.stdout + p.stderr)
+        p = run("checkpoint", "inspect", root, "--verify", "--json")
+        newest = json.loads(p.stdout)["checkpoint"] if p.returncode == 0 else {}
+        expect("the previous checkpoint is the newest, and intact", newest.get("verify", {}).get("ok") is True,
+               p.stdout + p.stderr)
+        step = newest.get("step", 0)
+        p = run("train", "--tables", "2x400000x32", "--steps", str(step + 1), "--comm", "gloo", "--world-size", "2",
+                "--batch", "64", "--resume", root, "--checkpoint-dir", root)
+        expect("a new run resumes from it", p.returncode == 0 and f"(step {step}," in p.stdout, p.stdout + p.stderr)
+        expect("and its save removed the partial one",
+               not any(n.startswith(".partial.") for n in os.listdir(root)), os.listdir(root))
+
+    # 6. Managed-collision tables are refused with checkpoints until their state is saved.
+    p = run("train", "--steps", "2", "--managed-collision", "t4:zch_size=20000", "--checkpoint-dir", d("mc"))
+    expect("managed collision with checkpoints: refused, saying why", p.returncode == 2 and "managed-collision" in p.stderr,
+           p.stderr)
+
+print(f"{len(failures)} failure(s)" if failures else "all passed")
+sys.exit(1 if failures else 0)
