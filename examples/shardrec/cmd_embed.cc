@@ -16,6 +16,8 @@
 #include "commands.h"
 #include "embed_job.h"
 #include "memory_check.h"
+#include "shardrec/core/checkpoint/checkpoint.h"
+#include "shardrec/core/checkpoint/directory.h"
 #include "shardrec/core/io/batch_dir.h"
 #include "shardrec/core/io/names.h"
 #include "shardrec/core/io/staged_directory.h"
@@ -30,6 +32,14 @@
 namespace shardrec::cli {
 
 namespace fs = std::filesystem;
+
+CheckpointLoadRequest CheckpointRequestFor(const EmbedFlags& f) {
+  CheckpointLoadRequest r;
+  r.dir = f.from_checkpoint;
+  r.reset_optimizer = f.reset_optimizer;
+  r.allow_extra_tables = true;  // pooled and sequence tables load as two groups
+  return r;
+}
 
 namespace {
 
@@ -97,12 +107,19 @@ int RunEmbed(const std::vector<std::string>& args) {
   AddGlobalOptions(desc, &g);
   AddCommOptions(desc, &comm);
   desc.add_options()
-      ("tables", po::value(&f.tables)->required(),
+      ("tables", po::value(&f.tables),
        "JSON tables file: {\"tables\": [{\"name\", \"num_embeddings\", \"embedding_dim\", \"feature_names\", "
        "\"pooling\" sum|mean|none, \"data_type\" fp32|fp16|bf16, \"weight_init_min\", \"weight_init_max\", "
        "\"is_weighted\"}]}")
       ("weights", po::value(&f.weights), "directory with one NAME.npy [rows, dim] per table (float32, or "
        "float16 for fp16 tables); without it, tables start from --init-seed")
+      ("from-checkpoint", po::value(&f.from_checkpoint),
+       "start the tables from a checkpoint (DIR/manifest.json, or a run's --checkpoint-dir: its newest): the "
+       "weights, and with --grad the optimizer state when --optimizer is the checkpoint's. Without --tables, "
+       "the checkpoint's tables are used")
+      ("reset-optimizer", po::bool_switch(&f.reset_optimizer),
+       "with --from-checkpoint and --grad: load the weights only (needed when --optimizer differs from the "
+       "checkpoint's)")
       ("init-seed", po::value(&f.init_seed)->default_value(0),
        "seed of the initial weights (uniform in each table's init range; the same values on every kernel)")
       ("state", po::value(&f.state), "directory with NAME.state.npy optimizer state to start from")
@@ -147,7 +164,24 @@ int RunEmbed(const std::vector<std::string>& args) {
   if (!OpenSession("embed", g, kinds, &session)) return kExitUsage;
   const auto start = std::chrono::steady_clock::now();
 
-  auto tables = LoadTablesFile(f.tables);
+  if (f.tables.empty() && f.from_checkpoint.empty()) {
+    std::cerr << "shardrec embed: give --tables (or --from-checkpoint, whose tables are used)\n";
+    return kExitUsage;
+  }
+  if (!f.from_checkpoint.empty() && (vm.count("weights") || vm.count("state"))) {
+    std::cerr << "shardrec embed: give --from-checkpoint or --weights/--state, not both\n";
+    return kExitUsage;
+  }
+  StatusOr<std::vector<EmbeddingTableConfig>> tables = std::vector<EmbeddingTableConfig>{};
+  if (!f.tables.empty()) {
+    tables = LoadTablesFile(f.tables);
+  } else {
+    auto dir = ResolveCheckpoint(f.from_checkpoint);
+    if (!dir.ok()) return Fail("--from-checkpoint: " + dir.status().message());
+    auto manifest = LoadCheckpointManifest(dir.value());
+    if (!manifest.ok()) return Fail("--from-checkpoint: " + manifest.status().message());
+    tables = manifest->tables;
+  }
   if (!tables.ok()) return Fail(tables.status().message());
   EmbeddingModuleOptions options;
   options.kernel = f.kernel;
@@ -207,6 +241,10 @@ int RunEmbed(const std::vector<std::string>& args) {
     }
     if (vm.count("state")) {
       if (Status s = LoadState(*group, f.state); !s.ok()) return Fail(s.message());
+    }
+    if (!f.from_checkpoint.empty()) {
+      auto loaded = LoadCheckpoint(*group, CheckpointRequestFor(f));
+      if (!loaded.ok()) return Fail(loaded.status().message());
     }
   }
   spdlog::info("embed: {} on kernel '{}'", kjt->DebugString(), f.kernel);

@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "comm_job.h"
+#include "shardrec/core/checkpoint/checkpoint.h"
 #include "shardrec/core/modules/embedding_tables.h"
 #include "shardrec/core/resources/memory.h"
 #include "shardrec/core/sparse/keyed_jagged_tensor.h"
@@ -26,8 +27,13 @@ struct EmbedFlags {
   int64_t iteration = 1;
   std::string plan, sharder;  // sharded runs
   std::string max_memory;     // --max-memory as given
+  std::string from_checkpoint;
+  bool reset_optimizer = false;
   MemoryLimit memory_limit;   // from it, or the memory available; read once before ranks start
 };
+
+// --from-checkpoint as a load request (both embed paths).
+CheckpointLoadRequest CheckpointRequestFor(const EmbedFlags& f);
 
 struct TableFiles {
   std::string name;

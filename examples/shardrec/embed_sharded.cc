@@ -120,6 +120,12 @@ Status EmbedRank(const ProcessGroup& group, const HostSession& session, const Em
     SR_RETURN_IF_ERROR(owner.WriteTable(t.name, c));
   }
 
+  if (!f.from_checkpoint.empty()) {
+    for (const ShardedTables* owner : {ebc ? &ebc->tables() : nullptr, ec ? &ec->tables() : nullptr}) {
+      if (owner) SR_RETURN_IF_ERROR(LoadCheckpoint(*owner, CheckpointRequestFor(f)).status());
+    }
+  }
+
   int64_t invalid = 0;
   if (ebc) {
     std::vector<std::string> keys;

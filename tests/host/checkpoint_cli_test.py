@@ -221,7 +221,42 @@ with tempfile.TemporaryDirectory(prefix="shardrec-ckpt-test-") as tmp:
         expect("and its save removed the partial one",
                not any(n.startswith(".partial.") for n in os.listdir(root)), os.listdir(root))
 
-    # 6. Managed-collision tables are refused with checkpoints until their state is saved.
+    # 6. embed --from-checkpoint, unsharded and sharded: the checkpoint's
+    #    tables (no --tables needed) and weights, pooled by sum.
+    src = last(d("straight-local-adam"))
+    _, tabs = tables_of(src)
+    batch = d("batch")
+    os.makedirs(batch)
+    rng = np.random.default_rng(3)
+    keys, lengths, values = ["f0", "f1", "f2"], [], []
+    rows = {"f0": 300, "f1": 300, "f2": 50}
+    B = 4
+    for k in keys:
+        for b in range(B):
+            n = int(rng.integers(0, 4))
+            lengths.append(n)
+            values.extend(int(x) for x in rng.integers(0, rows[k], n))
+    open(os.path.join(batch, "keys.txt"), "w").write("\n".join(keys) + "\n")
+    np.save(os.path.join(batch, "lengths.npy"), np.array(lengths, dtype=np.int64))
+    np.save(os.path.join(batch, "values.npy"), np.array(values, dtype=np.int64))
+    want, at = [], 0
+    for i, k in enumerate(keys):
+        w = tabs[(f"t{i}", "weights")]
+        cols = np.zeros((B, w.shape[1]))
+        for b in range(B):
+            n = lengths[i * B + b]
+            cols[b] = w[values[at:at + n]].sum(axis=0)
+            at += n
+        want.append(cols)
+    want = np.concatenate(want, axis=1)
+    for label, extra in (("unsharded", []), ("sharded", ["--sharder", "row_wise", "--world-size", "2"])):
+        out = d("embed-" + label)
+        p = run("embed", "--from-checkpoint", d("straight-local-adam"), "--batch", batch, "--out", out, *extra)
+        got = np.load(os.path.join(out, "values.npy")) if p.returncode == 0 else None
+        expect(f"embed --from-checkpoint ({label}) looks up the checkpoint's weights",
+               got is not None and got.shape == want.shape and np.allclose(got, want, atol=1e-6), p.stderr)
+
+    # 7. Managed-collision tables are refused with checkpoints until their state is saved.
     p = run("train", "--steps", "2", "--managed-collision", "t4:zch_size=20000", "--checkpoint-dir", d("mc"))
     expect("managed collision with checkpoints: refused, saying why", p.returncode == 2 and "managed-collision" in p.stderr,
            p.stderr)

@@ -254,7 +254,7 @@ StatusOr<LoadedCheckpoint> LoadParts(const std::vector<TablePart>& parts, const 
   SR_ASSIGN_OR_RETURN(loaded.manifest, LoadCheckpointManifest(loaded.dir));
   const CheckpointManifest& m = loaded.manifest;
   const std::string source = (loaded.dir / "manifest.json").string();
-  SR_RETURN_IF_ERROR(CheckTablesMatch(m, tables, source));
+  SR_RETURN_IF_ERROR(CheckTablesMatch(m, tables, source, request.allow_extra_tables));
   SR_ASSIGN_OR_RETURN(OptimizerSpec saved, OptimizerSpec::Parse(m.optimizer));
   const bool load_state = optimizer.optimizer != SR_OPTIMIZER_NONE && !request.reset_optimizer;
   if (load_state && saved.optimizer != optimizer.optimizer) {
@@ -316,7 +316,7 @@ std::vector<EmbeddingTableConfig> PlanTables(const ShardedTables& tables) {
 }  // namespace
 
 Status CheckTablesMatch(const CheckpointManifest& manifest, const std::vector<EmbeddingTableConfig>& tables,
-                        const std::string& source) {
+                        const std::string& source, bool allow_extra_tables) {
   std::map<std::string, const EmbeddingTableConfig*> saved;
   for (const auto& t : manifest.tables) saved[t.name] = &t;
   std::string problems;
@@ -334,7 +334,7 @@ Status CheckTablesMatch(const CheckpointManifest& manifest, const std::vector<Em
     if (s.data_type != t.data_type) problems += fmt::format("\n  table '{}': {}, the checkpoint's is {}", t.name, DataTypeName(t.data_type), DataTypeName(s.data_type));
   }
   for (const auto& t : manifest.tables) {
-    if (!run.contains(t.name)) problems += "\n  the checkpoint's table '" + t.name + "' is not in this run";
+    if (!run.contains(t.name) && !allow_extra_tables) problems += "\n  the checkpoint's table '" + t.name + "' is not in this run";
   }
   if (problems.empty()) return Status::Ok();
   return FailedPreconditionError(source + ": the checkpoint's tables differ from this run's:" + problems);

@@ -59,6 +59,9 @@ struct CheckpointLoadRequest {
   bool reset_optimizer = false;
   bool verify_checksums = true;
   int64_t chunk_bytes = kDefaultCheckpointChunkBytes;
+  // Tables of the checkpoint these tables lack are skipped rather than
+  // refused (a caller loading its pooled and sequence tables separately).
+  bool allow_extra_tables = false;
 };
 
 struct LoadedCheckpoint {
@@ -78,7 +81,7 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(const EmbeddingTables& tables, const C
 // the same names, rows, dim and dtype (errors name the table and what
 // differs).
 Status CheckTablesMatch(const CheckpointManifest& manifest, const std::vector<EmbeddingTableConfig>& tables,
-                        const std::string& source);
+                        const std::string& source, bool allow_extra_tables = false);
 
 // Checks one file of a checkpoint against its manifest entry: its size,
 // its .npy header, and (with `checksum`) its XXH3. Errors name the file.
