@@ -36,6 +36,8 @@ const std::vector<Command>& Commands() {
        &RunBenchComm},
       {"bench mc", "managed-collision remap speed (hits, misses, eviction rounds) vs a slot-lookup probe",
        &RunBenchMc},
+      {"bench checkpoint", "checkpoint save and load speed vs a sequential write/read probe; peak extra memory",
+       &RunBenchCheckpoint},
       {"replay-evictions", "replay a recorded id stream through each eviction policy: hit rates side by side",
        &RunReplayEvictions},
       {"checkpoint inspect", "what a checkpoint holds (step, optimizer, tables, files); --verify checks every file",

@@ -153,7 +153,14 @@ class PartLoader {
         size_t e = r + 1;
         while (e < rows.size() && rows[e].second == rows[e - 1].second + 1) ++e;
         const int64_t run = static_cast<int64_t>(e - r);
-        if (take == file_width) {
+        const bool consecutive = rows[e - 1].first - rows[r].first == run - 1;
+        if (take == file_width && stride == take && consecutive) {
+          // Whole rows landing whole in `out`: straight in, no copy.
+          SR_RETURN_IF_ERROR(file->handle.ReadAt(out + rows[r].first * stride * elem,
+                                                 static_cast<size_t>(run * file_row_bytes),
+                                                 file->data_offset + rows[r].second * file_row_bytes));
+          bytes_read_ += run * file_row_bytes;
+        } else if (take == file_width) {
           scratch_.resize(static_cast<size_t>(run * file_row_bytes));
           SR_RETURN_IF_ERROR(file->handle.ReadAt(scratch_.data(), scratch_.size(),
                                                  file->data_offset + rows[r].second * file_row_bytes));

@@ -10,6 +10,18 @@
 namespace shardrec {
 
 namespace {
+// A "Key:   N kB" line of /proc/self/status, in KiB (0 when absent).
+int64_t StatusKiB(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + key.size());
+  }
+  return 0;
+}
+}  // namespace
+
+namespace {
 
 // The first integer of a one-line file, or -1 ("max" and unreadable files).
 int64_t ReadInteger(const std::string& path) {
@@ -79,6 +91,16 @@ Status CheckMemory(int64_t need, const MemoryLimit& limit, const std::string& wh
                 fmt::format("{} need {} ({} bytes), more than the {} available here ({}); nothing was allocated. "
                             "Use smaller tables or more machines, or set the limit yourself with {} SIZE",
                             what, FormatByteSize(need), need, FormatByteSize(limit.bytes), limit.source, flag));
+}
+
+int64_t CurrentRssBytes() { return StatusKiB("VmRSS:") * 1024; }
+int64_t PeakRssBytes() { return StatusKiB("VmHWM:") * 1024; }
+
+bool ResetPeakRss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
 }
 
 }  // namespace shardrec

@@ -37,4 +37,11 @@ MemoryLimit MemoryLimitFor(int64_t max_memory, const std::string& flag);
 // the limit came from, and `flag` as the way to set it.
 Status CheckMemory(int64_t need, const MemoryLimit& limit, const std::string& what, const std::string& flag);
 
+// This process's resident memory now, and its peak since start or the last
+// ResetPeakRss (which writes 5 to /proc/self/clear_refs; false when the
+// kernel refuses, and the peak then counts from the start).
+int64_t CurrentRssBytes();
+int64_t PeakRssBytes();
+bool ResetPeakRss();
+
 }  // namespace shardrec
