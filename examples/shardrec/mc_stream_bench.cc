@@ -1,7 +1,5 @@
 #include "mc_stream_bench.h"
 
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -9,25 +7,10 @@
 
 #include <unistd.h>
 
+#include "shardrec/core/resources/memory.h"
 #include "shardrec/sdk/init.hpp"
 
 namespace shardrec::cli {
-namespace {
-
-int64_t CurrentRss() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
-}
-
-int64_t PeakRss() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
-}
-
-}  // namespace
 
 StatusOr<std::vector<McStreamTenth>> RunMcStream(const PluginRegistry& registry, const McStreamConfig& c,
                                                  const std::function<void(const McStreamTenth&)>& on_tenth) {
@@ -73,8 +56,8 @@ StatusOr<std::vector<McStreamTenth>> RunMcStream(const PluginRegistry& registry,
       t.ids_per_s = static_cast<double>(now.lookups - at_last.lookups) / seconds;
       t.hit_rate = static_cast<double>(now.hits - at_last.hits) / static_cast<double>(now.lookups - at_last.lookups);
       t.module_bytes = module.Bytes();
-      t.rss_bytes = CurrentRss();
-      t.peak_rss_bytes = PeakRss();
+      t.rss_bytes = CurrentRssBytes();
+      t.peak_rss_bytes = PeakRssBytes();
       out.push_back(t);
       if (on_tenth) on_tenth(t);
       at_last = now;

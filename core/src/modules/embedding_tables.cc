@@ -141,25 +141,24 @@ Status ExpectRowsTensor(const Tensor& t, const std::string& what, DLDataType dty
 }
 }  // namespace
 
-Status EmbeddingTables::ReadRows(int32_t table, std::span<const int64_t> rows, Tensor* weights, Tensor* state) const {
+Status EmbeddingTables::SomeRows(int32_t table, std::span<const int64_t> rows, const Tensor* weights,
+                                 const Tensor* state, RowsOp op) const {
   SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
   const std::string& name = configs_[static_cast<size_t>(table)].name;
   if (weights) SR_RETURN_IF_ERROR(ExpectRowsTensor(*weights, "weights of table '" + name + "'", info.weight_dtype, rows.size(), info.dim));
-  if (state && info.state_dim == 0) state = nullptr;
+  if (state && info.state_dim == 0) state = nullptr;  // an optimizer without state: nothing to move
   if (state) SR_RETURN_IF_ERROR(ExpectRowsTensor(*state, "optimizer state of table '" + name + "'", dtype::kFloat32, rows.size(), info.state_dim));
   if (rows.empty() || (!weights && !state)) return Status::Ok();
-  return RowsCall(table, rows, weights, state, RowsOp::kRead);
+  return RowsCall(table, rows, weights, state, op);
+}
+
+Status EmbeddingTables::ReadRows(int32_t table, std::span<const int64_t> rows, Tensor* weights, Tensor* state) const {
+  return SomeRows(table, rows, weights, state, RowsOp::kRead);
 }
 
 Status EmbeddingTables::WriteRows(int32_t table, std::span<const int64_t> rows, const Tensor* weights,
                                   const Tensor* state) const {
-  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
-  const std::string& name = configs_[static_cast<size_t>(table)].name;
-  if (weights) SR_RETURN_IF_ERROR(ExpectRowsTensor(*weights, "weights of table '" + name + "'", info.weight_dtype, rows.size(), info.dim));
-  if (state && info.state_dim == 0) state = nullptr;
-  if (state) SR_RETURN_IF_ERROR(ExpectRowsTensor(*state, "optimizer state of table '" + name + "'", dtype::kFloat32, rows.size(), info.state_dim));
-  if (rows.empty() || (!weights && !state)) return Status::Ok();
-  return RowsCall(table, rows, weights, state, RowsOp::kWrite);
+  return SomeRows(table, rows, weights, state, RowsOp::kWrite);
 }
 
 StatusOr<Tensor> EmbeddingTables::ReadState(int32_t table) const {

@@ -104,6 +104,9 @@ class EmbeddingTables {
   // One read_rows / write_rows / reset_rows call of the kernel on `rows`.
   Status RowsCall(int32_t table, std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
                   RowsOp op) const;
+  // ReadRows / WriteRows: shapes checked, then one RowsCall.
+  Status SomeRows(int32_t table, std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
+                  RowsOp op) const;
   std::vector<int64_t> AllRows(int32_t table) const;  // 0 .. num_embeddings - 1
   // Fills the host arrays of a lookup over `kjt` (already in features() order).
   struct LookupBuffers {
