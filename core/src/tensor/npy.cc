@@ -4,6 +4,7 @@
 // boundary: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }.
 #include "shardrec/core/tensor/npy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -99,6 +100,14 @@ StatusOr<NpyLayout> ReadNpyLayout(const std::filesystem::path& path) {
     return FileError(path, "Fortran-ordered arrays are not supported; save np.ascontiguousarray(arr)");
   }
   layout.shape = parsed->shape;
+  // Strides are int64 products of the trailing dims, zero dims or not: a
+  // shape whose dims multiply past int64 is refused even with no payload.
+  int64_t span = 1;
+  for (int64_t e : layout.shape) {
+    if (__builtin_mul_overflow(span, std::max<int64_t>(e, 1), &span) || span > (int64_t{1} << 62)) {
+      return FileError(path, "shape " + ShapeString(layout.shape) + " is too large");
+    }
+  }
 
   // Size the payload before anyone allocates it: a damaged header must give
   // "truncated", not a huge allocation. An overflowing size is truncated too.
