@@ -59,9 +59,10 @@ Status ProbeRead(const fs::path& path, int64_t chunk) {
   if (fd < 0) return InternalError(path.string() + ": cannot open");
   std::vector<char> buf(static_cast<size_t>(chunk));
   int64_t offset = 0;
-  for (ssize_t n; (n = ::pread(fd, buf.data(), buf.size(), offset)) > 0;) offset += n;
+  ssize_t n = 0;
+  while ((n = ::pread(fd, buf.data(), buf.size(), offset)) > 0) offset += n;
   ::close(fd);
-  return Status::Ok();
+  return n < 0 ? InternalError(path.string() + ": read failed") : Status::Ok();
 }
 
 struct Figures {

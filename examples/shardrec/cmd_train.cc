@@ -499,12 +499,10 @@ int RunTrain(const std::vector<std::string>& args) {
   } else {
     f.chunk_bytes = chunk.value();
   }
-  if (!f.checkpoint_dir.empty()) {
+  if (!f.checkpoint_dir.empty() && f.resume.empty()) {
     // A directory with another run's checkpoints is not silently mixed into.
-    std::error_code ec;
-    const bool resumes_here = !f.resume.empty() && std::filesystem::equivalent(f.resume, f.checkpoint_dir, ec);
     for (const auto& e : ListCheckpoints(f.checkpoint_dir)) {
-      if (e.published && !resumes_here && f.resume.empty()) {
+      if (e.published) {
         return fail("--checkpoint-dir " + f.checkpoint_dir + " holds checkpoints already (" + e.name +
                     "); continue that run with --resume " + f.checkpoint_dir + ", or choose another directory");
       }

@@ -256,8 +256,18 @@ StatusOr<LoadedCheckpoint> LoadParts(const std::vector<TablePart>& parts, const 
   if (request.chunk_bytes <= 0) return InvalidArgumentError("checkpoint chunk size must be positive");
   const int me = group ? group->rank() : 0, world = group ? group->world_size() : 1;
   LoadedCheckpoint loaded;
-  // The manifest and the run: every rank reads and judges them alike.
-  SR_ASSIGN_OR_RETURN(loaded.dir, ResolveCheckpoint(request.dir));
+  // Which checkpoint: rank 0 picks, so that a save publishing a newer one
+  // meanwhile cannot give the ranks different ones. Then every rank reads
+  // the manifest and judges it against the run alike.
+  if (group != nullptr) {
+    SR_ASSIGN_OR_RETURN(std::string dir, group->InvokeOnRankAndBroadcastResult(0, [&]() -> StatusOr<std::string> {
+      SR_ASSIGN_OR_RETURN(fs::path resolved, ResolveCheckpoint(request.dir));
+      return resolved.string();
+    }));
+    loaded.dir = dir;
+  } else {
+    SR_ASSIGN_OR_RETURN(loaded.dir, ResolveCheckpoint(request.dir));
+  }
   SR_ASSIGN_OR_RETURN(loaded.manifest, LoadCheckpointManifest(loaded.dir));
   const CheckpointManifest& m = loaded.manifest;
   const std::string source = (loaded.dir / "manifest.json").string();
@@ -286,18 +296,12 @@ StatusOr<LoadedCheckpoint> LoadParts(const std::vector<TablePart>& parts, const 
   }
   std::sort(files.begin(), files.end(), [](auto* a, auto* b) { return a->bytes != b->bytes ? a->bytes > b->bytes : a->path < b->path; });
   std::vector<int64_t> load(static_cast<size_t>(world), 0);
-  std::set<std::string> ids_checked;
   Status checked = Status::Ok();
   for (const CheckpointFile* f : files) {
     const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
     load[static_cast<size_t>(r)] += f->bytes;
     if (r != me || !checked.ok()) continue;
-    checked = VerifyNpy(loaded.dir / f->path, f->dtype, f->shape, f->bytes, f->xxh3_64, request.verify_checksums,
-                        &loaded.bytes_checked_here);
-    if (checked.ok() && f->row_ids && ids_checked.insert(f->row_ids->path).second) {
-      checked = VerifyNpy(loaded.dir / f->row_ids->path, "<i8", {f->shape[0]}, f->row_ids->bytes, f->row_ids->xxh3_64,
-                          request.verify_checksums, &loaded.bytes_checked_here);
-    }
+    checked = VerifyCheckpointFile(loaded.dir, *f, request.verify_checksums, &loaded.bytes_checked_here);
   }
   SR_RETURN_IF_ERROR(Agree(group, checked, "checkpoint " + loaded.dir.string() + " is damaged; nothing was loaded"));
 
@@ -347,12 +351,15 @@ Status CheckTablesMatch(const CheckpointManifest& manifest, const std::vector<Em
   return FailedPreconditionError(source + ": the checkpoint's tables differ from this run's:" + problems);
 }
 
-Status VerifyCheckpointFile(const fs::path& dir, const CheckpointFile& file, bool checksum) {
-  int64_t hashed = 0;
-  SR_RETURN_IF_ERROR(VerifyNpy(dir / file.path, file.dtype, file.shape, file.bytes, file.xxh3_64, checksum, &hashed));
+Status VerifyCheckpointFile(const fs::path& dir, const CheckpointFile& file, bool checksum, int64_t* hashed) {
+  int64_t ignored = 0;
+  if (hashed == nullptr) hashed = &ignored;
+  SR_RETURN_IF_ERROR(VerifyNpy(dir / file.path, file.dtype, file.shape, file.bytes, file.xxh3_64, checksum, hashed));
   if (!file.row_ids) return Status::Ok();
+  // A row-ids file shared by a shard's kinds is checked with each: it is
+  // 8 bytes a row, small beside the data.
   return VerifyNpy(dir / file.row_ids->path, "<i8", {file.shape[0]}, file.row_ids->bytes, file.row_ids->xxh3_64,
-                   checksum, &hashed);
+                   checksum, hashed);
 }
 
 StatusOr<LoadedCheckpoint> LoadCheckpoint(const ShardedTables& tables, const CheckpointLoadRequest& request) {

@@ -45,16 +45,6 @@ bool KnownKind(const std::string& kind) {
   return known.contains(kind) || kind.rfind("mc.", 0) == 0;
 }
 
-// The .npy dtype a kind of file of `t` is stored in.
-std::string ExpectedDtype(const EmbeddingTableConfig& t, const std::string& kind) {
-  if (kind != "weights") return "<f4";
-  switch (t.data_type) {
-    case DataType::kFp16: return "<f2";
-    case DataType::kBf16: return "<u2";  // bfloat16's bits: NumPy has no bfloat16
-    default: return "<f4";
-  }
-}
-
 // A relative path of plain parts: no "..", no absolute path, no empty or
 // hidden part, nothing but [A-Za-z0-9_.@-] in a part.
 bool IsXxh3Hex(const std::string& s) {
@@ -147,9 +137,9 @@ StatusOr<CheckpointFile> ParseFile(const json& e, const std::string& where,
       return InvalidArgumentError(fmt::format("{}: shape [{}, {}] does not match rows [{}, {}) and {} column(s)", where,
                                               f.shape[0], f.shape[1], f.row_begin, f.row_end, width));
     }
-    if (f.dtype != ExpectedDtype(t, f.kind)) {
+    if (f.dtype != CheckpointDtype(t, f.kind)) {
       return InvalidArgumentError(fmt::format("{}: dtype {} for {} of a {} table, expected {}", where, f.dtype, f.kind,
-                                              DataTypeName(t.data_type), ExpectedDtype(t, f.kind)));
+                                              DataTypeName(t.data_type), CheckpointDtype(t, f.kind)));
     }
   }
   return f;
@@ -222,6 +212,15 @@ Status CheckTiling(const std::vector<const CheckpointFile*>& files, const Embedd
 }
 
 }  // namespace
+
+std::string CheckpointDtype(const EmbeddingTableConfig& t, const std::string& kind) {
+  if (kind != "weights") return "<f4";
+  switch (t.data_type) {
+    case DataType::kFp16: return "<f2";
+    case DataType::kBf16: return "<u2";  // bfloat16's bits: NumPy has no bfloat16
+    default: return "<f4";
+  }
+}
 
 bool KindIsPerColumn(const std::string& kind) { return kind != "rowwise_adagrad.sum"; }
 

@@ -56,14 +56,6 @@ class NpyStream {
   int64_t bytes_ = 0;
 };
 
-std::string WeightDescr(DataType type) {
-  switch (type) {
-    case DataType::kFp16: return "<f2";
-    case DataType::kBf16: return "<u2";
-    default: return "<f4";
-  }
-}
-
 // Writes one part's files under `staging`; their manifest entries go to *files.
 Status SavePart(const TablePart& part, int32_t optimizer, const fs::path& staging, int64_t chunk_bytes,
                 std::vector<CheckpointFile>* files, int64_t* bytes) {
@@ -73,14 +65,18 @@ Status SavePart(const TablePart& part, int32_t optimizer, const fs::path& stagin
   fs::create_directories(staging / dir, ec);
   if (!fs::is_directory(staging / dir, ec)) return InternalError((staging / dir).string() + ": cannot create");
 
-  // Rows in ascending global order (a self-routed part's local order may be anything).
-  std::vector<int64_t> order(static_cast<size_t>(part.rows));
-  std::iota(order.begin(), order.end(), int64_t{0});
+  // Rows go in ascending global order. A range part's local order is that
+  // already; a self-routed part's may be anything, so it is sorted (its
+  // row map is held anyway, so the order costs no more than it).
   const bool listed = !part.global_rows.empty();
+  std::vector<int64_t> order;
   if (listed) {
+    order.resize(static_cast<size_t>(part.rows));
+    std::iota(order.begin(), order.end(), int64_t{0});
     std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return part.GlobalRow(a) < part.GlobalRow(b); });
   }
-  const int64_t first = part.GlobalRow(order.front()), last = part.GlobalRow(order.back()) + 1;
+  auto local_at = [&](int64_t i) { return listed ? order[static_cast<size_t>(i)] : i; };
+  const int64_t first = part.GlobalRow(local_at(0)), last = part.GlobalRow(local_at(part.rows - 1)) + 1;
   auto name_of = [&](const std::string& kind, int64_t c0, int64_t c1) {
     return listed ? fmt::format("{}{}.shard{}.npy", dir, kind, part.shard)
                   : fmt::format("{}{}.r{}-{}.c{}-{}.npy", dir, kind, first, last, c0, c1);
@@ -110,9 +106,9 @@ Status SavePart(const TablePart& part, int32_t optimizer, const fs::path& stagin
     outs.push_back(std::move(o));
     return Status::Ok();
   };
-  SR_RETURN_IF_ERROR(open("weights", WeightDescr(t.data_type), part.cols, -1));
+  SR_RETURN_IF_ERROR(open("weights", CheckpointDtype(t, "weights"), part.cols, -1));
   const auto slices = part.state_dim > 0 ? checkpoint::StateSlices(optimizer, part.cols) : std::vector<checkpoint::StateSlice>{};
-  for (const auto& s : slices) SR_RETURN_IF_ERROR(open(s.kind, "<f4", s.width, s.offset));
+  for (const auto& s : slices) SR_RETURN_IF_ERROR(open(s.kind, CheckpointDtype(t, s.kind), s.width, s.offset));
   std::optional<NpyStream> ids;
   CheckpointFile::RowIds ids_entry;
   if (listed) {
@@ -127,10 +123,17 @@ Status SavePart(const TablePart& part, int32_t optimizer, const fs::path& stagin
   Tensor w = Tensor::Empty(part.weight_dtype, {chunk, part.cols});
   Tensor s = Tensor::Empty(dtype::kFloat32, {chunk, std::max<int64_t>(part.state_dim, 1)});
   std::vector<float> slice_buf;
-  std::vector<int64_t> id_buf;
+  std::vector<int64_t> id_buf, range_rows;
   for (int64_t begin = 0; begin < part.rows; begin += chunk) {
     const int64_t n = std::min(chunk, part.rows - begin);
-    const std::span<const int64_t> rows(order.data() + begin, static_cast<size_t>(n));
+    std::span<const int64_t> rows;
+    if (listed) {
+      rows = std::span<const int64_t>(order.data() + begin, static_cast<size_t>(n));
+    } else {
+      range_rows.resize(static_cast<size_t>(n));
+      std::iota(range_rows.begin(), range_rows.end(), begin);
+      rows = range_rows;
+    }
     Tensor wn = n == chunk ? w : Tensor::Empty(part.weight_dtype, {n, part.cols});
     Tensor sn = n == chunk ? s : Tensor::Empty(dtype::kFloat32, {n, std::max<int64_t>(part.state_dim, 1)});
     SR_RETURN_IF_ERROR(part.read_rows(rows, &wn, slices.empty() ? nullptr : &sn)

@@ -20,7 +20,7 @@ namespace shardrec::checkpoint {
 struct TablePart {
   const EmbeddingTableConfig* table = nullptr;  // the whole table's config
   int64_t row_begin = 0, rows = 0;  // global rows [row_begin, row_begin + rows) ...
-  std::vector<int64_t> global_rows;  // ... unless set: local row i is global row global_rows[i]
+  std::span<const int64_t> global_rows;  // ... unless set: local row i is global row global_rows[i] (the piece's)
   int64_t col_begin = 0, cols = 0;
   int64_t state_dim = 0;       // optimizer state values per local row
   DLDataType weight_dtype{};   // the kernel's

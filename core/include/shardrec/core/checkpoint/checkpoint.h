@@ -36,7 +36,6 @@ struct CheckpointSaveRequest {
   std::filesystem::path root;     // the run's checkpoint directory; the checkpoint is root/step-NNNNNNNN
   int64_t step = 0;
   int64_t optimizer_iteration = 0;
-  std::string optimizer;          // OptimizerSpec::ToString()
   nlohmann::json extra = nlohmann::json::object();  // more top-level manifest keys (managed collision, ...)
   int keep_last = 0;              // > 0: afterwards remove all but the newest keep_last published checkpoints
   int64_t chunk_bytes = kDefaultCheckpointChunkBytes;
@@ -84,7 +83,9 @@ Status CheckTablesMatch(const CheckpointManifest& manifest, const std::vector<Em
                         const std::string& source, bool allow_extra_tables = false);
 
 // Checks one file of a checkpoint against its manifest entry: its size,
-// its .npy header, and (with `checksum`) its XXH3. Errors name the file.
-Status VerifyCheckpointFile(const std::filesystem::path& dir, const CheckpointFile& file, bool checksum);
+// its .npy header, and (with `checksum`) its XXH3, and the same for its
+// row-ids file; bytes hashed are added to *hashed. Errors name the file.
+Status VerifyCheckpointFile(const std::filesystem::path& dir, const CheckpointFile& file, bool checksum,
+                            int64_t* hashed = nullptr);
 
 }  // namespace shardrec

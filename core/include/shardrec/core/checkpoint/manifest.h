@@ -75,6 +75,10 @@ bool KindIsPerColumn(const std::string& kind);
 // needs: "weights" and the optimizer's state kinds.
 std::vector<std::string> CheckpointKinds(int32_t optimizer);
 
+// The .npy dtype a kind of file of `table` is stored in: "<f4" for
+// optimizer state; weights in the table's type ("<u2" holds bfloat16's bits).
+std::string CheckpointDtype(const EmbeddingTableConfig& table, const std::string& kind);
+
 nlohmann::json CheckpointFileToJson(const CheckpointFile& file);
 
 StatusOr<CheckpointManifest> ParseCheckpointManifest(const std::string& json_text, const std::string& source);
