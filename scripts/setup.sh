@@ -30,6 +30,7 @@ test_packages=(
   libgtest-dev libgmock-dev
   redis-server                 # the Redis rendezvous tests
   python3-numpy python3-torch  # tests/python: results against torch.nn.EmbeddingBag
+  python3-xxhash               # scripts/torchrec_checkpoint.py: checkpoint checksums
   clang libclang-rt-14-dev     # scripts/fuzz.sh: libFuzzer targets (tests/fuzz)
 )
 packages=("${main_packages[@]}")

@@ -499,6 +499,12 @@ int RunTrain(const std::vector<std::string>& args) {
   } else {
     f.chunk_bytes = chunk.value();
   }
+  if (std::error_code ec; !f.checkpoint_dir.empty() &&
+                          std::filesystem::exists(std::filesystem::path(f.checkpoint_dir) / "manifest.json", ec)) {
+    // Its own checkpoints would nest in it, and --resume DIR would keep finding this one.
+    return fail("--checkpoint-dir " + f.checkpoint_dir + " is a checkpoint itself; keep the run's checkpoints in a "
+                "directory of their own");
+  }
   if (!f.checkpoint_dir.empty() && f.resume.empty()) {
     // A directory with another run's checkpoints is not silently mixed into.
     for (const auto& e : ListCheckpoints(f.checkpoint_dir)) {
