@@ -162,8 +162,13 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     lr.dir = f.resume;
     lr.reset_optimizer = f.reset_optimizer;
     lr.chunk_bytes = f.chunk_bytes;
-    SR_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, LoadCheckpoint(ebc.tables(), lr));
+    SR_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, LoadCheckpoint(ebc.tables(), lr, mc ? &mc->collection() : nullptr));
     if (ref) SR_RETURN_IF_ERROR(LoadCheckpoint(ref->tables(), lr).status().WithContext("the --verify reference"));
+    if (mc_ref) {
+      SR_RETURN_IF_ERROR(LoadCheckpoint(mc_ref->embedding().tables(), lr, &mc_ref->collection())
+                             .status()
+                             .WithContext("the --verify reference"));
+    }
     result.resume_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.first_step = loaded.manifest.step;
     iteration = loaded.optimizer_state_loaded || options.optimizer.optimizer == SR_OPTIMIZER_SGD
@@ -224,7 +229,7 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       req.keep_last = static_cast<int>(f.keep_last);
       req.chunk_bytes = f.chunk_bytes;
       req.extra["data"] = DataRecord(f, world, done);
-      SR_ASSIGN_OR_RETURN(SavedCheckpoint saved, SaveCheckpoint(ebc.tables(), req));
+      SR_ASSIGN_OR_RETURN(SavedCheckpoint saved, SaveCheckpoint(ebc.tables(), req, mc ? &mc->collection() : nullptr));
       const double save_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_save).count();
       result.saved.push_back({saved.dir.string(), done, saved.bytes, save_secs, saved.removed});
       if (show) progress.Note(fmt::format("saved {} ({}) in {:.2f} s", saved.dir.string(), FormatByteSize(saved.bytes), save_secs));
@@ -551,10 +556,6 @@ int RunTrain(const std::vector<std::string>& args) {
     it->managed_collision = ManagedCollisionSpec(parsed.value());
   }
   if (Status st = ValidateManagedTables(tables.value(), managed.value()); !st.ok()) return fail(st.message());
-  if (!managed->empty() && (!f.checkpoint_dir.empty() || !f.resume.empty())) {
-    return fail("--checkpoint-dir / --resume: managed-collision tables' state (slot maps, eviction metadata) is not "
-                "saved yet, so their checkpoints would not resume exactly; train them without checkpoints for now");
-  }
   if (f.raw_id_space < 0) return fail("--raw-id-space must be >= 0");
   std::vector<int64_t> raw_space;
   for (const auto& t : tables.value()) {

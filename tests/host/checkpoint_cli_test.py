@@ -3,7 +3,8 @@
 process resumes from one exactly (same plan: bit for bit; another sharder and
 world size over gloo processes: within 1e-6), a rank killed mid-save leaves
 the previous checkpoint loadable and the partial one ignored (and `checkpoint
-inspect` says why), and a damaged checkpoint is refused naming the file.
+inspect` says why), a damaged checkpoint is refused naming the file, and
+managed-collision tables with evictions resume exactly.
 Tables are assembled from the checkpoint's files with numpy.load(mmap_mode="r"),
 as docs/checkpoints.md promises another tool can.
 
@@ -29,6 +30,7 @@ ENV = dict(os.environ, SHARDREC_PLUGIN_PATH="")
 failures = []
 TABLES = "2x300x8,1x50x12"
 GLOBAL_BATCH = 24  # divisible by every world size below
+MC_TABLES = "2x300x8"
 
 
 def run(*args, timeout=180):
@@ -44,8 +46,8 @@ def expect(name, cond, detail=""):
         failures.append(name)
 
 
-def train(steps, world, sharder_args, optimizer, extra, comm="gloo"):
-    args = ["train", "--tables", TABLES, "--steps", str(steps), "--world-size", str(world), "--comm", comm,
+def train(steps, world, sharder_args, optimizer, extra, comm="gloo", tables=TABLES):
+    args = ["train", "--tables", tables, "--steps", str(steps), "--world-size", str(world), "--comm", comm,
             "--batch", str(GLOBAL_BATCH // world), "--optimizer", optimizer, "--seed", "5", *sharder_args, *extra]
     return run(*args)
 
@@ -57,6 +59,8 @@ def tables_of(ckpt):
     dims = {t["name"]: (t["num_embeddings"], t["embedding_dim"]) for t in m["tables"]}
     out = {}
     for f in m["files"]:
+        if f["kind"].startswith("mc."):
+            continue  # managed-collision state: compared by mc_state
         rows, dim = dims[f["table"]]
         key = (f["table"], f["kind"])
         full = out.setdefault(key, np.full((rows, dim), np.nan))
@@ -256,10 +260,64 @@ with tempfile.TemporaryDirectory(prefix="shardrec-ckpt-test-") as tmp:
         expect(f"embed --from-checkpoint ({label}) looks up the checkpoint's weights",
                got is not None and got.shape == want.shape and np.allclose(got, want, atol=1e-6), p.stderr)
 
-    # 7. Managed-collision tables are refused with checkpoints until their state is saved.
-    p = run("train", "--steps", "2", "--managed-collision", "t4:zch_size=20000", "--checkpoint-dir", d("mc"))
-    expect("managed collision with checkpoints: refused, saying why", p.returncode == 2 and "managed-collision" in p.stderr,
-           p.stderr)
+    # 7. Managed collision with evictions: the slot maps, eviction metadata,
+    #    window and counters resume exactly, under the same world size and
+    #    under another (buckets move between ranks). Saved mid-window.
+    mc = ["--managed-collision", "t0:zch_size=300,eviction_interval=2,buckets=4,policy=lfu", "--raw-id-space", "3000",
+          "--sharder", "row_wise"]
+
+    def mc_state(ckpt):
+        m = json.load(open(os.path.join(ckpt, "manifest.json")))
+        slots = {}
+        for f in m["files"]:
+            if f["kind"] == "mc.slots":
+                slots[tuple(f["rows"])] = np.load(os.path.join(ckpt, f["path"]))
+        rows = np.concatenate([slots[k] for k in sorted(slots)])
+        window = sorted(tuple(r) for f in m["files"] if f["kind"] == "mc.window"
+                        for r in np.load(os.path.join(ckpt, f["path"])).tolist())
+        return m["managed_collision"], rows, window
+
+    straight = train(7, 2, mc, "adagrad", ["--checkpoint-dir", d("mc-straight")], tables=MC_TABLES)
+    expect("managed collision: the straight run", straight.returncode == 0 and "evictions" in straight.stdout,
+           straight.stderr)
+    for world in (2, 4):
+        root = d(f"mc-{world}")
+        a = train(3, 2, mc, "adagrad", ["--checkpoint-dir", root], tables=MC_TABLES)
+        b = train(7, world, mc, "adagrad", ["--resume", root, "--checkpoint-dir", root, "--verify"], tables=MC_TABLES)
+        ok = a.returncode == 0 and b.returncode == 0
+        expect(f"managed collision, resumed at step 3 on {world} ranks: runs succeed (--verify OK)", ok,
+               a.stderr + b.stdout[-800:] + b.stderr)
+        if not ok or straight.returncode != 0:
+            continue
+        compare(f"managed collision, resumed on {world} ranks: tables " + ("bit-identical" if world == 2 else
+                "within 1e-6"), last(root), last(d("mc-straight")), exact=world == 2)
+        got, want = mc_state(last(root)), mc_state(last(d("mc-straight")))
+        expect(f"managed collision, resumed on {world} ranks: slot maps, metadata, window and counters identical",
+               got[0] == want[0] and np.array_equal(got[1], want[1]) and got[2] == want[2],
+               (got[0], want[0]))
+        expect(f"managed collision, resumed on {world} ranks: evictions happened", want[0]["t0"]["counters"]["evictions"] > 0,
+               want[0])
+
+    # A consistent but hostile slot map (an id in two slots, checksum fixed up): refused by name.
+    try:
+        import xxhash
+    except ImportError:
+        xxhash = None
+    if xxhash is not None and straight.returncode == 0:
+        ckpt = last(d("mc-straight"))
+        m = json.load(open(os.path.join(ckpt, "manifest.json")))
+        f = next(f for f in m["files"] if f["kind"] == "mc.slots")
+        path = os.path.join(ckpt, f["path"])
+        a = np.load(path)
+        held = np.flatnonzero(a[:, 0] == 1)
+        a[held[1], 1] = a[held[0], 1]
+        np.save(path, a)
+        f["bytes"] = os.path.getsize(path)
+        f["xxh3_64"] = xxhash.xxh3_64_hexdigest(open(path, "rb").read())
+        json.dump(m, open(os.path.join(ckpt, "manifest.json"), "w"))
+        p = train(9, 2, mc, "adagrad", ["--resume", ckpt], tables=MC_TABLES)
+        expect("managed collision: an id holding two slots is refused, naming it",
+               p.returncode == 1 and "holds two slots" in p.stderr, p.stderr)
 
 print(f"{len(failures)} failure(s)" if failures else "all passed")
 sys.exit(1 if failures else 0)

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "shardrec/core/tensor/npy.h"
+
 namespace shardrec::checkpoint {
 
 namespace {
@@ -67,6 +69,25 @@ Status FileHandle::SyncAndClose() {
   if (::close(fd) != 0) return Errno(path_, "close failed");
   return Status::Ok();
 }
+
+NpyStream::NpyStream(FileHandle file) : file_(std::move(file)), hash_(std::make_unique<Xxh3Stream>()) {}
+
+StatusOr<NpyStream> NpyStream::Create(const std::filesystem::path& path, const std::string& descr,
+                                      const std::vector<int64_t>& shape) {
+  SR_ASSIGN_OR_RETURN(std::string prefix, NpyPrefix(descr, shape));
+  SR_ASSIGN_OR_RETURN(FileHandle file, FileHandle::Create(path));
+  NpyStream s(std::move(file));
+  SR_RETURN_IF_ERROR(s.Append(prefix.data(), prefix.size()));
+  return s;
+}
+
+Status NpyStream::Append(const void* data, size_t size) {
+  hash_->Update(data, size);
+  bytes_ += static_cast<int64_t>(size);
+  return file_.Append(data, size);
+}
+
+std::string NpyStream::checksum() const { return Xxh3Hex(hash_->Digest()); }
 
 Status SyncDirectory(const std::filesystem::path& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -4,7 +4,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "shardrec/core/checkpoint/checksum.h"
 
 #include "shardrec/core/status.h"
 
@@ -29,6 +33,24 @@ class FileHandle {
   FileHandle(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
   int fd_ = -1;
   std::filesystem::path path_;
+};
+
+// One .npy being streamed to a new file: its prefix, then the array's bytes
+// appended in pieces, hashed (XXH3) on the way; Finish fsyncs it.
+class NpyStream {
+ public:
+  static StatusOr<NpyStream> Create(const std::filesystem::path& path, const std::string& descr,
+                                    const std::vector<int64_t>& shape);
+  Status Append(const void* data, size_t size);
+  Status Finish() { return file_.SyncAndClose(); }
+  int64_t bytes() const { return bytes_; }
+  std::string checksum() const;
+
+ private:
+  explicit NpyStream(FileHandle file);
+  FileHandle file_;
+  std::unique_ptr<Xxh3Stream> hash_;
+  int64_t bytes_ = 0;
 };
 
 // fsync of a directory (a new entry in it reaches the disk).

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "file_io.h"
+#include "managed_collision_state.h"
 #include "shardrec/core/checkpoint/checkpoint.h"
 #include "shardrec/core/checkpoint/checksum.h"
 #include "shardrec/core/checkpoint/directory.h"
@@ -252,7 +253,7 @@ Status Agree(const ProcessGroup* group, const Status& mine, const std::string& w
 
 StatusOr<LoadedCheckpoint> LoadParts(const std::vector<TablePart>& parts, const std::vector<EmbeddingTableConfig>& tables,
                                      const OptimizerSpec& optimizer, const CheckpointLoadRequest& request,
-                                     const ProcessGroup* group) {
+                                     const ProcessGroup* group, std::vector<MchManagedCollisionModule>* mc) {
   if (request.chunk_bytes <= 0) return InvalidArgumentError("checkpoint chunk size must be positive");
   const int me = group ? group->rank() : 0, world = group ? group->world_size() : 1;
   LoadedCheckpoint loaded;
@@ -281,10 +282,12 @@ StatusOr<LoadedCheckpoint> LoadParts(const std::vector<TablePart>& parts, const 
         source, m.optimizer, optimizer.ToString()));
   }
   loaded.optimizer_state_loaded = load_state && optimizer.optimizer != SR_OPTIMIZER_SGD;
+  if (mc != nullptr) SR_RETURN_IF_ERROR(checkpoint::CheckManagedCollision(*mc, m, source));
 
   // Check every file that will be read, each by one rank (the largest
   // first, to the rank with the fewest bytes so far), then agree.
   std::set<std::string> kinds = {"weights"};
+  if (mc != nullptr) kinds.insert({checkpoint::kMcSlots, checkpoint::kMcWindow});
   if (load_state) {
     for (const auto& k : CheckpointKinds(saved.optimizer)) kinds.insert(k);
   }
@@ -312,6 +315,7 @@ StatusOr<LoadedCheckpoint> LoadParts(const std::vector<TablePart>& parts, const 
     done = loader.Load(part);
     if (!done.ok()) break;
   }
+  if (done.ok() && mc != nullptr) done = checkpoint::LoadManagedCollision(*mc, loaded.dir, m);
   loaded.bytes_read_here = loader.bytes_read();
   SR_RETURN_IF_ERROR(Agree(group, done, "loading checkpoint " + loaded.dir.string() + " failed part way; the tables "
                                         "hold a mix of loaded and earlier rows"));
@@ -362,15 +366,19 @@ Status VerifyCheckpointFile(const fs::path& dir, const CheckpointFile& file, boo
                    checksum, hashed);
 }
 
-StatusOr<LoadedCheckpoint> LoadCheckpoint(const ShardedTables& tables, const CheckpointLoadRequest& request) {
+StatusOr<LoadedCheckpoint> LoadCheckpoint(const ShardedTables& tables, const CheckpointLoadRequest& request,
+                                          ShardedManagedCollisionCollection* mc) {
   SR_ASSIGN_OR_RETURN(auto parts, checkpoint::PartsOf(tables));
   // A replica is loaded by every rank that holds it.
-  return LoadParts(parts, PlanTables(tables), tables.options().optimizer, request, &tables.group());
+  return LoadParts(parts, PlanTables(tables), tables.options().optimizer, request, &tables.group(),
+                   mc ? &mc->modules() : nullptr);
 }
 
-StatusOr<LoadedCheckpoint> LoadCheckpoint(const EmbeddingTables& tables, const CheckpointLoadRequest& request) {
+StatusOr<LoadedCheckpoint> LoadCheckpoint(const EmbeddingTables& tables, const CheckpointLoadRequest& request,
+                                          ManagedCollisionCollection* mc) {
   SR_ASSIGN_OR_RETURN(auto parts, checkpoint::PartsOf(tables));
-  return LoadParts(parts, tables.configs(), tables.options().optimizer, request, nullptr);
+  return LoadParts(parts, tables.configs(), tables.options().optimizer, request, nullptr,
+                   mc ? &mc->modules() : nullptr);
 }
 
 }  // namespace shardrec

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "file_io.h"
+#include "managed_collision_state.h"
 #include "shardrec/core/checkpoint/checkpoint.h"
 #include "shardrec/core/checkpoint/checksum.h"
 #include "shardrec/core/checkpoint/directory.h"
@@ -25,36 +26,10 @@ namespace shardrec {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using checkpoint::FileHandle;
+using checkpoint::NpyStream;
 using checkpoint::TablePart;
 
 namespace {
-
-// One .npy being streamed: its prefix, then rows appended chunk by chunk,
-// hashed on the way.
-class NpyStream {
- public:
-  static StatusOr<NpyStream> Create(const fs::path& path, const std::string& descr, std::vector<int64_t> shape) {
-    SR_ASSIGN_OR_RETURN(std::string prefix, NpyPrefix(descr, shape));
-    SR_ASSIGN_OR_RETURN(FileHandle file, FileHandle::Create(path));
-    NpyStream s(std::move(file));
-    SR_RETURN_IF_ERROR(s.Append(prefix.data(), prefix.size()));
-    return s;
-  }
-  Status Append(const void* data, size_t size) {
-    hash_->Update(data, size);
-    bytes_ += static_cast<int64_t>(size);
-    return file_.Append(data, size);
-  }
-  Status Finish() { return file_.SyncAndClose(); }
-  int64_t bytes() const { return bytes_; }
-  std::string checksum() const { return Xxh3Hex(hash_->Digest()); }
-
- private:
-  explicit NpyStream(FileHandle file) : file_(std::move(file)), hash_(std::make_unique<Xxh3Stream>()) {}
-  FileHandle file_;
-  std::unique_ptr<Xxh3Stream> hash_;
-  int64_t bytes_ = 0;
-};
 
 // Writes one part's files under `staging`; their manifest entries go to *files.
 Status SavePart(const TablePart& part, int32_t optimizer, const fs::path& staging, int64_t chunk_bytes,
@@ -204,7 +179,8 @@ Status PublishDirectory(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
-StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const CheckpointSaveRequest& request) {
+StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const CheckpointSaveRequest& request,
+                                         const ShardedManagedCollisionCollection* mc) {
   const ProcessGroup& group = tables.group();
   const auto& plan = tables.layout().plan();
   const fs::path root = request.root;
@@ -233,6 +209,7 @@ StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const Chec
   // Every rank writes its parts; the outcome (files, or an error) goes to every rank.
   SavedCheckpoint saved;
   std::vector<CheckpointFile> mine;
+  json mc_summary = json::object();
   Status written = [&]() -> Status {
     SR_ASSIGN_OR_RETURN(auto parts, checkpoint::PartsOf(tables));
     for (const TablePart& part : parts) {
@@ -240,20 +217,25 @@ StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const Chec
       SR_RETURN_IF_ERROR(SavePart(part, tables.options().optimizer.optimizer, staging, request.chunk_bytes, &mine,
                                   &saved.bytes_here));
     }
+    if (mc != nullptr) {
+      SR_ASSIGN_OR_RETURN(mc_summary, checkpoint::SaveManagedCollision(mc->modules(), staging, &mine, &saved.bytes_here));
+    }
     return Status::Ok();
   }();
-  json report = {{"error", written.ok() ? "" : written.message()}, {"files", json::array()}};
+  json report = {{"error", written.ok() ? "" : written.message()}, {"files", json::array()}, {"mc", mc_summary}};
   for (const auto& f : mine) report["files"].push_back(CheckpointFileToJson(f));
   SR_ASSIGN_OR_RETURN(auto reports, AllGatherStrings(group, report.dump()));
 
   SR_ASSIGN_OR_RETURN(std::string published, group.InvokeOnRankAndBroadcastResult(0, [&]() -> StatusOr<std::string> {
     std::error_code ec;
     json files = json::array();
+    std::vector<json> mc_summaries;
     std::string errors;
     for (size_t r = 0; r < reports.size(); ++r) {
       json j = json::parse(reports[r]);
       if (!j["error"].get<std::string>().empty()) errors += fmt::format("\n  rank {}: {}", r, j["error"].get<std::string>());
       for (auto& f : j["files"]) files.push_back(std::move(f));
+      mc_summaries.push_back(std::move(j["mc"]));
     }
     if (!errors.empty()) {
       fs::remove_all(staging, ec);
@@ -270,6 +252,7 @@ StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const Chec
     doc["optimizer"] = {{"spec", tables.options().optimizer.ToString()}, {"iteration", request.optimizer_iteration}};
     doc["plan"] = json::parse(PlanToJson(plan));
     doc["files"] = std::move(files);
+    if (mc != nullptr) doc["managed_collision"] = checkpoint::MergeManagedCollision(mc_summaries);
     // Read back through the loader's own checks: a manifest this build
     // writes must be one it loads.
     auto manifest = ParseCheckpointManifest(doc.dump(), (root / name / "manifest.json").string());

@@ -54,6 +54,18 @@ class MchBucket {
   // Returns the number of evictions.
   int64_t Commit(const RoundPlan& plan, std::vector<int64_t>& evicted_rows);
 
+  // Checkpoints: per slot (the default slot included) StateWidth() values:
+  // occupied, id, lifetime count, last access, window count, window last
+  // access, then the policy's metadata; the window's candidates as (id,
+  // count, last access) triples. Everything else (the id index, the tie
+  // order, the touched list) follows from these.
+  int64_t StateWidth() const { return 6 + metadata_columns_; }
+  void ExportState(int64_t* rows, std::vector<int64_t>* candidates) const;
+  // CheckState: one flag each, ids unique, no candidate holding a slot,
+  // counts >= 0. ApplyState replaces the state with checked values.
+  Status CheckState(const int64_t* rows, std::span<const int64_t> candidates) const;
+  void ApplyState(const int64_t* rows, std::span<const int64_t> candidates);
+
   int64_t capacity() const { return slots_ - 1; }
   int64_t occupied() const { return index_.size(); }
   int64_t first_row() const { return first_row_; }

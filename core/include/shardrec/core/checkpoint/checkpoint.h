@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardrec/core/checkpoint/manifest.h"
+#include "shardrec/core/managed_collision/managed_collision_collection.h"
 #include "shardrec/core/modules/embedding_tables.h"
 #include "shardrec/core/modules/sharded_tables.h"
 
@@ -48,8 +49,11 @@ struct SavedCheckpoint {
   std::vector<std::string> removed;  // by keep_last
 };
 
-// Collective over the tables' group.
-StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const CheckpointSaveRequest& request);
+// Collective over the tables' group. With `mc`, the managed-collision
+// state of its tables too (slot maps, eviction metadata, the window,
+// the round schedule, the counters), so that remapping resumes exactly.
+StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const CheckpointSaveRequest& request,
+                                         const ShardedManagedCollisionCollection* mc = nullptr);
 
 struct CheckpointLoadRequest {
   std::filesystem::path dir;  // a checkpoint, or a run's directory (its newest published checkpoint)
@@ -71,10 +75,14 @@ struct LoadedCheckpoint {
   int64_t bytes_checked_here = 0;  // bytes this rank hashed
 };
 
-// Collective over the tables' group.
-StatusOr<LoadedCheckpoint> LoadCheckpoint(const ShardedTables& tables, const CheckpointLoadRequest& request);
-// Unsharded tables, in this process alone.
-StatusOr<LoadedCheckpoint> LoadCheckpoint(const EmbeddingTables& tables, const CheckpointLoadRequest& request);
+// Collective over the tables' group. With `mc`, its managed-collision
+// state too (the checkpoint must hold it, for the same configs), under
+// any world size: the state is kept per bucket.
+StatusOr<LoadedCheckpoint> LoadCheckpoint(const ShardedTables& tables, const CheckpointLoadRequest& request,
+                                          ShardedManagedCollisionCollection* mc = nullptr);
+// Unsharded tables, in this process alone (and an unsharded collection).
+StatusOr<LoadedCheckpoint> LoadCheckpoint(const EmbeddingTables& tables, const CheckpointLoadRequest& request,
+                                          ManagedCollisionCollection* mc = nullptr);
 
 // The tables a run would load `manifest` into must be the checkpoint's:
 // the same names, rows, dim and dtype (errors name the table and what

@@ -79,6 +79,8 @@ class ShardedManagedCollisionCollection {
 
   // This rank's modules (its buckets of each table).
   const std::vector<MchManagedCollisionModule>& modules() const { return modules_; }
+  std::vector<MchManagedCollisionModule>& modules() { return modules_; }
+  const ProcessGroup& group() const { return *group_; }
 
  private:
   struct Managed {

@@ -113,6 +113,23 @@ class MchManagedCollisionModule {
   // Host bytes of the slot map, metadata and window.
   int64_t Bytes() const;
 
+  // Checkpoints (docs/checkpoints.md). This module's buckets hold the
+  // consecutive rows [FirstRow(), FirstRow() + NumRows()); ExportState
+  // gives one row of StateWidth() int64 per table row there (occupied, id,
+  // lifetime count, last access, window count, window last access, the
+  // policy's metadata) and the window's candidates as (bucket, id, count,
+  // last access) quadruples.
+  int64_t StateWidth() const;
+  int64_t FirstRow() const;
+  int64_t NumRows() const;
+  void ExportState(std::vector<int64_t>* rows, std::vector<int64_t>* candidates) const;
+  // Replaces the state (rows as ExportState gives them; candidates of
+  // other buckets are skipped) and the counters (`counters`' lookups ..
+  // rounds; occupancy follows from the rows). Checked before anything
+  // changes: a bad value is an error naming the table and the bucket.
+  Status ImportState(std::span<const int64_t> rows, std::span<const int64_t> candidates, int64_t iteration,
+                     int64_t last_round, const ManagedCollisionStats& counters);
+
  private:
   MchManagedCollisionModule(std::string table, ManagedCollisionConfig config, BucketRange range,
                             EvictionPolicy policy, int64_t metadata_columns);

@@ -1,0 +1,101 @@
+// A bucket's state for checkpoints (mch_bucket.h): exported as rows of
+// int64; every value is checked before any is applied, so a damaged or
+// hostile checkpoint is refused without touching the bucket.
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <unordered_set>
+
+#include "mch_bucket.h"
+
+namespace shardrec::mc {
+
+namespace {
+enum Column : size_t { kOccupied, kId, kCount, kLast, kWindowCount, kWindowLast, kMetadata };
+}  // namespace
+
+void MchBucket::ExportState(int64_t* rows, std::vector<int64_t>* candidates) const {
+  const auto width = static_cast<size_t>(StateWidth()), cols = static_cast<size_t>(metadata_columns_);
+  for (size_t s = 0; s < static_cast<size_t>(slots_); ++s) {
+    int64_t* r = rows + s * width;
+    r[kOccupied] = occupied_[s];
+    r[kId] = occupied_[s] ? ids_[s] : 0;
+    r[kCount] = count_[s];
+    r[kLast] = last_[s];
+    r[kWindowCount] = window_count_[s];
+    r[kWindowLast] = window_last_[s];
+    std::copy_n(metadata_.begin() + static_cast<std::ptrdiff_t>(s * cols), cols, r + kMetadata);
+  }
+  for (size_t c = 0; c < candidate_ids_.size(); ++c) {
+    candidates->insert(candidates->end(), {candidate_ids_[c], candidate_count_[c], candidate_last_[c]});
+  }
+}
+
+Status MchBucket::CheckState(const int64_t* rows, std::span<const int64_t> candidates) const {
+  const auto width = static_cast<size_t>(StateWidth());
+  const auto n = static_cast<size_t>(slots_);
+  auto bad = [&](const std::string& what) {
+    return Status(SR_INVALID_ARGUMENT, "bucket at row " + std::to_string(first_row_) + ": " + what);
+  };
+  std::unordered_set<int64_t> held;
+  for (size_t s = 0; s < n; ++s) {
+    const int64_t* r = rows + s * width;
+    if (r[kOccupied] != 0 && r[kOccupied] != 1) return bad("slot " + std::to_string(s) + ": occupied must be 0 or 1");
+    if (r[kOccupied] && s + 1 == n) return bad("the default slot holds an id");
+    if (r[kOccupied] && !held.insert(r[kId]).second) return bad("id " + std::to_string(r[kId]) + " holds two slots");
+    if (r[kCount] < 0 || r[kWindowCount] < 0) return bad("slot " + std::to_string(s) + ": a negative count");
+  }
+  if (candidates.size() % 3 != 0) return bad("candidates are (id, count, last) triples");
+  std::unordered_set<int64_t> seen;
+  for (size_t c = 0; c < candidates.size(); c += 3) {
+    const int64_t id = candidates[c];
+    if (held.contains(id)) return bad("candidate " + std::to_string(id) + " holds a slot");
+    if (!seen.insert(id).second) return bad("candidate " + std::to_string(id) + " is listed twice");
+    if (candidates[c + 1] < 1) return bad("candidate " + std::to_string(id) + ": a count below 1");
+  }
+  return Status::Ok();
+}
+
+void MchBucket::ApplyState(const int64_t* rows, std::span<const int64_t> candidates) {
+  const auto width = static_cast<size_t>(StateWidth()), cols = static_cast<size_t>(metadata_columns_);
+  const auto n = static_cast<size_t>(slots_);
+  IdSlotIndex index(slots_);
+  std::vector<int64_t> holders, empty;
+  touched_.clear();
+  for (size_t s = 0; s < n; ++s) {
+    const int64_t* r = rows + s * width;
+    occupied_[s] = static_cast<uint8_t>(r[kOccupied]);
+    ids_[s] = r[kOccupied] ? r[kId] : 0;
+    count_[s] = r[kCount];
+    last_[s] = r[kLast];
+    window_count_[s] = r[kWindowCount];
+    window_last_[s] = r[kWindowLast];
+    std::copy_n(r + kMetadata, cols, metadata_.begin() + static_cast<std::ptrdiff_t>(s * cols));
+    if (r[kWindowCount] > 0) touched_.push_back(static_cast<int64_t>(s));
+    if (s + 1 == n) continue;  // the default slot is in no order
+    if (r[kOccupied]) {
+      index.Insert(r[kId], static_cast<int64_t>(s));
+      holders.push_back(static_cast<int64_t>(s));
+    } else {
+      empty.push_back(static_cast<int64_t>(s));
+    }
+  }
+  index_ = std::move(index);
+  // The tie order a round keeps: holders by id, then the empty slots by slot.
+  std::sort(holders.begin(), holders.end(),
+            [&](int64_t a, int64_t b) { return ids_[static_cast<size_t>(a)] < ids_[static_cast<size_t>(b)]; });
+  order_ = std::move(holders);
+  order_.insert(order_.end(), empty.begin(), empty.end());
+  candidate_ids_.clear();
+  candidate_count_.clear();
+  candidate_last_.clear();
+  candidate_index_.Clear();
+  for (size_t c = 0; c < candidates.size(); c += 3) {
+    const int64_t index_of = CandidateIndex(candidates[c]);
+    candidate_count_[static_cast<size_t>(index_of)] = candidates[c + 1];
+    candidate_last_[static_cast<size_t>(index_of)] = candidates[c + 2];
+  }
+  undo_ = WindowUndo{};
+}
+
+}  // namespace shardrec::mc
