@@ -8,6 +8,18 @@
 namespace shardrec::checkpoint {
 
 namespace {
+// Reads and writes through `owner` (RankTables by piece, EmbeddingTables by
+// table), which outlives the part.
+template <class Owner, class Index>
+void BindRows(TablePart& part, const Owner& owner, Index index) {
+  part.read_rows = [&owner, index](std::span<const int64_t> rows, Tensor* w, Tensor* s) {
+    return owner.ReadRows(index, rows, w, s);
+  };
+  part.write_rows = [&owner, index](std::span<const int64_t> rows, const Tensor* w, const Tensor* s) {
+    return owner.WriteRows(index, rows, w, s);
+  };
+}
+
 TablePart FromPiece(const RankTables& pieces, size_t p, const EmbeddingTableConfig& table,
                     const sr_kernel_table_info& info) {
   const TablePiece& piece = pieces.piece(p);
@@ -20,12 +32,7 @@ TablePart FromPiece(const RankTables& pieces, size_t p, const EmbeddingTableConf
   part.cols = piece.config.embedding_dim;
   part.state_dim = info.state_dim;
   part.weight_dtype = info.weight_dtype;
-  part.read_rows = [&pieces, p](std::span<const int64_t> rows, Tensor* w, Tensor* s) {
-    return pieces.ReadRows(p, rows, w, s);
-  };
-  part.write_rows = [&pieces, p](std::span<const int64_t> rows, const Tensor* w, const Tensor* s) {
-    return pieces.WriteRows(p, rows, w, s);
-  };
+  BindRows(part, pieces, p);
   return part;
 }
 }  // namespace
@@ -82,12 +89,7 @@ StatusOr<std::vector<TablePart>> PartsOf(const EmbeddingTables& tables) {
     part.cols = part.table->embedding_dim;
     part.state_dim = info.state_dim;
     part.weight_dtype = info.weight_dtype;
-    part.read_rows = [&tables, table](std::span<const int64_t> rows, Tensor* w, Tensor* s) {
-      return tables.ReadRows(table, rows, w, s);
-    };
-    part.write_rows = [&tables, table](std::span<const int64_t> rows, const Tensor* w, const Tensor* s) {
-      return tables.WriteRows(table, rows, w, s);
-    };
+    BindRows(part, tables, table);
     parts.push_back(std::move(part));
   }
   return parts;
