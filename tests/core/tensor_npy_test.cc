@@ -35,6 +35,23 @@ TEST(Tensor, CopiesShareStorageAndCloneDoesNot) {
   EXPECT_EQ(c.data<float>()[0], 1);
 }
 
+TEST(Tensor, ACopyOfATemporaryKeepsItsOwnShape) {
+  // A copy's DLTensor once pointed at the source's shape: dangling when the
+  // source was a temporary (the conditional below copies one).
+  const Tensor kept = Tensor::Empty(dtype::kFloat32, {8, 9});
+  for (bool use_kept : {false, true}) {
+    const Tensor t = use_kept ? kept : Tensor::Empty(dtype::kFloat32, {3, 9});
+    std::vector<int64_t> junk(64, 77);  // reuses the temporary's freed memory, if any
+    EXPECT_EQ(t.dl().ndim, 2);
+    EXPECT_EQ(t.dl().shape[0], use_kept ? 8 : 3) << junk[0];
+    EXPECT_EQ(t.dl().shape[1], 9);
+  }
+  Tensor moved = Tensor::Empty(dtype::kInt64, {5});
+  Tensor target = std::move(moved);
+  EXPECT_EQ(target.dl().shape[0], 5);
+  EXPECT_EQ(moved.numel(), 0);  // NOLINT(bugprone-use-after-move): the moved-from state is defined
+}
+
 TEST(Tensor, DLPackRoundTripIsZeroCopy) {
   Tensor a = Tensor::FromVector(std::vector<int64_t>{1, 2, 3, 4, 5, 6}, {2, 3});
   DLManagedTensor* capsule = a.ToDLPack();

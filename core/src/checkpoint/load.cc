@@ -80,6 +80,10 @@ class PartLoader {
     const int64_t row_bytes = part.cols * wsize + part.state_dim * static_cast<int64_t>(sizeof(float));
     const int64_t chunk = std::clamp<int64_t>(chunk_bytes_ / std::max<int64_t>(row_bytes, 1), 1, part.rows);
     std::vector<int64_t> local(static_cast<size_t>(chunk)), global(static_cast<size_t>(chunk));
+    // One chunk's buffers for the whole part: a fresh allocation per chunk
+    // would fault its pages in again every time.
+    const Tensor w_chunk = Tensor::Empty(part.weight_dtype, {chunk, part.cols});
+    const Tensor s_chunk = Tensor::Empty(dtype::kFloat32, {slices.empty() ? 0 : chunk, part.state_dim});
     for (int64_t begin = 0; begin < part.rows; begin += chunk) {
       const int64_t n = std::min(chunk, part.rows - begin);
       local.resize(static_cast<size_t>(n));
@@ -88,11 +92,11 @@ class PartLoader {
         local[static_cast<size_t>(i)] = begin + i;
         global[static_cast<size_t>(i)] = part.GlobalRow(begin + i);
       }
-      Tensor w = Tensor::Empty(part.weight_dtype, {n, part.cols});
+      Tensor w = n == chunk ? w_chunk : Tensor::Empty(part.weight_dtype, {n, part.cols});
       SR_RETURN_IF_ERROR(Fill(part, "weights", global, static_cast<char*>(w.raw_data()), wsize, part.cols, 0, part.cols));
       std::optional<Tensor> s;
       if (!slices.empty()) {
-        s = Tensor::Empty(dtype::kFloat32, {n, part.state_dim});
+        s = n == chunk ? s_chunk : Tensor::Empty(dtype::kFloat32, {n, part.state_dim});
         for (const auto& slice : slices) {
           SR_RETURN_IF_ERROR(Fill(part, slice.kind, global, static_cast<char*>(s->raw_data()), sizeof(float),
                                   part.state_dim, slice.offset, slice.width));

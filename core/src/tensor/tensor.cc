@@ -61,6 +61,49 @@ Tensor::Tensor(std::shared_ptr<void> storage, void* data, DLDataType dtype,
   dl_.byte_offset = 0;
 }
 
+Tensor::Tensor(const Tensor& other)
+    : storage_(other.storage_), shape_(other.shape_), numel_(other.numel_), dl_(other.dl_) {
+  dl_.shape = shape_.data();
+}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other) {
+    storage_ = other.storage_;
+    shape_ = other.shape_;
+    numel_ = other.numel_;
+    dl_ = other.dl_;
+    dl_.shape = shape_.data();
+  }
+  return *this;
+}
+
+Tensor::Tensor(Tensor&& other) noexcept
+    : storage_(std::move(other.storage_)), shape_(std::move(other.shape_)), numel_(other.numel_), dl_(other.dl_) {
+  dl_.shape = shape_.data();
+  other.ForgetStorage();
+}
+
+void Tensor::ForgetStorage() noexcept {
+  // A moved-from tensor: no storage, no elements, nothing pointing at the new owner's.
+  shape_.assign(1, 0);
+  numel_ = 0;
+  dl_.data = nullptr;
+  dl_.ndim = 1;
+  dl_.shape = shape_.data();
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    storage_ = std::move(other.storage_);
+    shape_ = std::move(other.shape_);
+    numel_ = other.numel_;
+    dl_ = other.dl_;
+    dl_.shape = shape_.data();
+    other.ForgetStorage();
+  }
+  return *this;
+}
+
 Tensor Tensor::Empty(DLDataType dtype, std::vector<int64_t> shape) {
   for (int64_t e : shape) {
     if (e < 0) AbortOnMisuse("Tensor::Empty: negative extent in " + ShapeString(shape));

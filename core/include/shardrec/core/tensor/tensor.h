@@ -42,6 +42,13 @@ class Tensor {
  public:
   // An empty float32 tensor of shape [0].
   Tensor();
+  // Copies share the storage. Each copy's dl() points at its own shape: the
+  // defaults would leave it pointing at the source's, dangling once the
+  // source is gone (a copy made from a temporary).
+  Tensor(const Tensor& other);
+  Tensor& operator=(const Tensor& other);
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(Tensor&& other) noexcept;
 
   // Uninitialised / zero-filled storage of `shape` (every extent >= 0).
   static Tensor Empty(DLDataType dtype, std::vector<int64_t> shape);
@@ -87,6 +94,7 @@ class Tensor {
  private:
   Tensor(std::shared_ptr<void> storage, void* data, DLDataType dtype, std::vector<int64_t> shape);
   void CheckType(DLDataType want) const;
+  void ForgetStorage() noexcept;
 
   std::shared_ptr<void> storage_;
   std::vector<int64_t> shape_;
