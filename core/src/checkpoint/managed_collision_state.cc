@@ -120,7 +120,8 @@ Status CheckManagedCollision(const std::vector<MchManagedCollisionModule>& modul
     }
   }
   if (saved.is_object()) {
-    for (const auto& [table, t] : saved.items()) {
+    for (const auto& item : saved.items()) {
+      const std::string table = item.key();  // not a structured binding: clang 14 cannot capture one
       if (std::none_of(modules.begin(), modules.end(), [&](const auto& mod) { return mod.table() == table; })) {
         problems += "\n  the checkpoint's table '" + table + "' has managed-collision state, but is not managed here";
       }
