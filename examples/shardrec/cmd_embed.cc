@@ -38,6 +38,7 @@ CheckpointLoadRequest CheckpointRequestFor(const EmbedFlags& f) {
   r.dir = f.from_checkpoint;
   r.reset_optimizer = f.reset_optimizer;
   r.allow_extra_tables = true;  // pooled and sequence tables load as two groups
+  r.verify_before_loading = false;  // into tables made for this run, which a failed load ends
   return r;
 }
 

@@ -162,6 +162,9 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     lr.dir = f.resume;
     lr.reset_optimizer = f.reset_optimizer;
     lr.chunk_bytes = f.chunk_bytes;
+    // The tables were made for this run and a failed load ends it: one read
+    // of every byte, checksums checked as the bytes go.
+    lr.verify_before_loading = false;
     SR_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, LoadCheckpoint(ebc.tables(), lr, mc ? &mc->collection() : nullptr));
     if (ref) SR_RETURN_IF_ERROR(LoadCheckpoint(ref->tables(), lr).status().WithContext("the --verify reference"));
     if (mc_ref) {

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -77,9 +78,12 @@ class CheckpointRoundTrip : public ShardedTest {
     return o;
   }
 
-  // Writes `contents` under `from`, saves, loads under `to`, and compares.
-  void RoundTrip(const Layout& from, const Layout& to, const std::string& optimizer) {
-    SCOPED_TRACE(fmt::format("{} x{} -> {} x{}, {}", from.sharder, from.world, to.sharder, to.world, optimizer));
+  // Writes `contents` under `from`, saves, loads under `to`, and compares;
+  // checksums checked before loading or as the rows are read, every byte of
+  // every file at least once either way.
+  void RoundTrip(const Layout& from, const Layout& to, const std::string& optimizer, bool verify_first) {
+    SCOPED_TRACE(fmt::format("{} x{} -> {} x{}, {}, checksums {}", from.sharder, from.world, to.sharder, to.world,
+                             optimizer, verify_first ? "first" : "as read"));
     testing::TempDir dir("ckpt");
     const auto tables = Tables();
     const auto options = Options(optimizer);
@@ -101,14 +105,17 @@ class CheckpointRoundTrip : public ShardedTest {
     });
     auto plan_b = Plan(to);
     ASSERT_TRUE(plan_b.ok()) << plan_b.status().ToString();
+    std::atomic<int64_t> checked{0};
     OnRanks(to.world, [&](const ProcessGroup& group) {
       auto ebc = ShardedEmbeddingBagCollection::Create(registry_, group, plan_b.value(), options);
       ASSERT_TRUE(ebc.ok()) << ebc.status().ToString();
       CheckpointLoadRequest req;
       req.dir = dir.path();
       req.chunk_bytes = 300;
+      req.verify_before_loading = verify_first;
       auto loaded = LoadCheckpoint(ebc->tables(), req);
       ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+      checked += loaded->bytes_checked_here;
       EXPECT_EQ(loaded->manifest.step, 7);
       EXPECT_EQ(loaded->manifest.optimizer_iteration, 7);
       for (const auto& [name, want] : contents) {
@@ -118,6 +125,19 @@ class CheckpointRoundTrip : public ShardedTest {
         EXPECT_EQ(MaxAbsDiff(got->state, want.state), 0.0f) << "state of " << name << ", rank " << group.rank();
       }
     });
+    int64_t files = 0;
+    auto manifest = LoadCheckpointManifest(dir.path() / "step-00000007");
+    ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+    for (const auto& f : manifest->files) {
+      files += f.bytes + (f.row_ids ? f.row_ids->bytes : 0);
+    }
+    // Checked first, each file by one rank; as read, a replica's file is
+    // hashed by every rank that reads it (for free), the rest once.
+    if (verify_first) {
+      EXPECT_EQ(checked.load(), files) << "bytes hashed by all ranks together";
+    } else {
+      EXPECT_GE(checked.load(), files) << "bytes hashed by all ranks together";
+    }
   }
 };
 
@@ -136,8 +156,9 @@ TEST_P(CheckpointRoundTrip, AnyPlanToAnyPlanEveryOptimizer) {
       {{2, kColumnWise}, {3, "row_cyclic"}},       {{3, "row_cyclic"}, {4, "table_row_wise"}},
       {{4, "table_row_wise"}, {1, "data_parallel"}}, {{2, "data_parallel"}, {3, kMixed}},
       {{3, kMixed}, {2, "row_cyclic"}},            {{2, "row_cyclic"}, {1, "table_wise"}}};
+  int n = 0;
   for (const char* optimizer : {"adagrad", "rowwise_adagrad", "adam", "sgd"}) {
-    for (const auto& [from, to] : moves) RoundTrip(from, to, optimizer);
+    for (const auto& [from, to] : moves) RoundTrip(from, to, optimizer, n++ % 3 != 0);
   }
 }
 
@@ -166,14 +187,20 @@ class BadCheckpoint : public CheckpointRoundTrip {
   }
 
   // Loads into fresh row-wise tables on 2 ranks; expects an error holding
-  // `expect`, and the tables as they were created.
+  // `expect`, and the tables as they were created (checksums checked
+  // first), or an error also saying that they were not (as read).
   void ExpectRefused(const std::string& expect, const std::string& optimizer = "adagrad", bool reset = false,
-                     std::vector<EmbeddingTableConfig> tables = {}) {
+                     std::vector<EmbeddingTableConfig> tables = {}, bool verify_first = true,
+                     const std::string& sharder = "row_wise") {
     if (tables.empty()) tables = Tables();
     PlanRequest req;
     req.tables = tables;
     req.world_size = 2;
-    req.sharder = "row_wise";
+    if (sharder.front() == '{') {
+      req.spec = ParsePlanJson(sharder, "test plan").value();
+    } else {
+      req.sharder = sharder;
+    }
     auto plan = MakePlan(registry_, req);
     ASSERT_TRUE(plan.ok());
     OnRanks(2, [&](const ProcessGroup& group) {
@@ -184,9 +211,15 @@ class BadCheckpoint : public CheckpointRoundTrip {
       CheckpointLoadRequest lr;
       lr.dir = dir_.path();
       lr.reset_optimizer = reset;
+      lr.verify_before_loading = verify_first;
       auto loaded = LoadCheckpoint(ebc->tables(), lr);
       ASSERT_FALSE(loaded.ok()) << "loaded a bad checkpoint";
       EXPECT_NE(loaded.status().message().find(expect), std::string::npos) << loaded.status().ToString();
+      if (!verify_first && loaded.status().message().find("nothing was loaded") == std::string::npos) {
+        EXPECT_NE(loaded.status().message().find("the tables hold a mix of loaded and earlier rows"), std::string::npos)
+            << loaded.status().ToString();
+        return;
+      }
       for (const auto& t : tables) {
         auto now = ebc->tables().ReadTable(t.name).value();
         EXPECT_EQ(MaxAbsDiff(now.weights, before[t.name].weights), 0.0f) << t.name << " changed";
@@ -202,6 +235,17 @@ class BadCheckpoint : public CheckpointRoundTrip {
     return "";
   }
 
+  // Flips one bit of the byte `from_end` bytes before the end of `file`.
+  void FlipByte(const std::string& file, int from_end) {
+    std::fstream f(ckpt_ / file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-from_end, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(-from_end, std::ios::end);
+    c = static_cast<char>(c ^ 0x10);
+    f.write(&c, 1);
+  }
+
   testing::TempDir dir_{"badckpt"};
   ShardingPlan plan_;
   fs::path ckpt_;
@@ -209,15 +253,21 @@ class BadCheckpoint : public CheckpointRoundTrip {
 
 TEST_P(BadCheckpoint, FlippedByteIsRefusedNamingTheFile) {
   const std::string file = DataFile("adagrad.sum");
-  std::fstream f(ckpt_ / file, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(-3, std::ios::end);
-  char c = 0;
-  f.read(&c, 1);
-  f.seekp(-3, std::ios::end);
-  c = static_cast<char>(c ^ 0x10);
-  f.write(&c, 1);
-  f.close();
+  FlipByte(file, 3);
   ExpectRefused(file + ": checksum mismatch");
+}
+
+// Checked as read: a file read whole and in order is hashed on the way
+// (the same plan), one read in part is hashed after loading (column-wise
+// reads a few columns of each row); either way the file is named.
+TEST_P(BadCheckpoint, FlippedByteIsNamedWhenCheckedAsRead) {
+  const std::string file = DataFile();
+  FlipByte(file, 5);
+  ExpectRefused(file + ": checksum mismatch", "adagrad", false, {}, false, "row_wise");
+  ExpectRefused(file + ": checksum mismatch", "adagrad", false, {}, false, kColumnWise);
+  // Damage that sizes and headers show is still refused before any change.
+  fs::resize_file(ckpt_ / file, fs::file_size(ckpt_ / file) - 4);
+  ExpectRefused(file + ": truncated", "adagrad", false, {}, false);
 }
 
 TEST_P(BadCheckpoint, TruncatedFileIsRefused) {

@@ -61,6 +61,15 @@ struct CheckpointLoadRequest {
   // the checkpoint's optimizer differs from the tables'.
   bool reset_optimizer = false;
   bool verify_checksums = true;
+  // true: every file is hashed before any table changes, so a damaged
+  // checkpoint leaves the tables as they were (two reads of every byte).
+  // false, for tables the caller throws away when the load fails (a fresh
+  // process resuming): sizes and headers are still checked first, but a
+  // file one rank reads whole and in order is hashed as it is read, and only
+  // the others get a pass of their own, after loading (one read of every
+  // byte). A damaged file is named either way; here the tables then hold a
+  // mix of loaded and earlier rows.
+  bool verify_before_loading = true;
   int64_t chunk_bytes = kDefaultCheckpointChunkBytes;
   // Tables of the checkpoint these tables lack are skipped rather than
   // refused (a caller loading its pooled and sequence tables separately).

@@ -34,6 +34,7 @@ class Xxh3Stream {
 std::string Xxh3Hex(uint64_t digest);
 
 // XXH3-64 of a whole file, read in chunks of `chunk_bytes`; its size in *bytes.
-StatusOr<uint64_t> Xxh3OfFile(const std::filesystem::path& path, int64_t* bytes, size_t chunk_bytes = size_t{4} << 20);
+// (1 MiB reads: their buffer stays in the cache for the hash.)
+StatusOr<uint64_t> Xxh3OfFile(const std::filesystem::path& path, int64_t* bytes, size_t chunk_bytes = size_t{1} << 20);
 
 }  // namespace shardrec
