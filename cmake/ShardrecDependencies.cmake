@@ -7,6 +7,12 @@ find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_path(DLPACK_INCLUDE_DIR dlpack/dlpack.h REQUIRED)
+# Dense layers' matrix products: OpenBLAS (libopenblas-dev), found through
+# its pkg-config file so that the pthread build's own cblas.h is used, not
+# whichever cblas.h the alternatives system points at.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+
 # Checkpoint checksums: XXH3-64 from xxHash (libxxhash-dev), a stable
 # documented hash other tools can recompute (xxhsum -H3, python-xxhash).
 find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
