@@ -91,7 +91,11 @@ TEST(RecModels, LossGradientsMatchFiniteDifferences) {
     EXPECT_EQ(ready.size(), (*m)->Parameters().size()) << "every parameter reported ready once";
     // The dense features' gradient is not returned; it is checked through
     // the dense arch's first layer, whose inputs they are.
+    // A nudge across a relu's kink makes the two one-sided slopes differ:
+    // such points are skipped (and counted: few may be).
     const float eps = 1e-2f;
+    int checked = 0, kinks = 0;
+    const double mid = Loss(**m, dense, pooled, labels);
     auto check = [&](float* value, double analytic, const std::string& what) {
       const float keep = *value;
       *value = keep + eps;
@@ -99,8 +103,14 @@ TEST(RecModels, LossGradientsMatchFiniteDifferences) {
       *value = keep - eps;
       const double down = Loss(**m, dense, pooled, labels);
       *value = keep;
+      const double right = (up - mid) / eps, left = (mid - down) / eps;
+      ++checked;
+      if (std::abs(right - left) > 0.1 * std::max(std::abs(right), std::abs(left)) + 2e-4) {
+        ++kinks;
+        return;
+      }
       const double numeric = (up - down) / (2 * eps);
-      EXPECT_NEAR(analytic, numeric, 2e-2 * std::max(1.0, std::abs(numeric)) + 1e-4) << what;
+      EXPECT_NEAR(analytic, numeric, 2e-2 * std::abs(numeric) + 2e-5) << what;
     };
     for (int64_t i = 0; i < pooled.numel(); ++i) {
       check(&pooled.data<float>()[i], dpooled->data<float>()[i], "dL/dpooled[" + std::to_string(i) + "]");
@@ -111,6 +121,7 @@ TEST(RecModels, LossGradientsMatchFiniteDifferences) {
         check(&p->value.data<float>()[i], grad.data<float>()[i], "dL/d" + p->name + "[" + std::to_string(i) + "]");
       }
     }
+    EXPECT_LE(kinks * 10, checked) << kinks << " of " << checked << " points sat on a kink";
   }
 }
 
