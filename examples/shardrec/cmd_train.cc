@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -38,6 +39,7 @@
 #include "shardrec/core/text/counted.h"
 #include "shardrec/sdk/optimizer.hpp"
 #include "train_data.h"
+#include "train_model.h"
 
 namespace shardrec::cli {
 
@@ -57,6 +59,7 @@ struct TrainFlags {
   std::string checkpoint_dir, resume, checkpoint_chunk = "64MiB";
   int64_t save_every = 0, keep_last = 0, chunk_bytes = kDefaultCheckpointChunkBytes;
   bool reset_optimizer = false;
+  ModelFlags model;  // --model (docs/models.md)
 };
 
 // What the synthetic stream is, in the manifest: a resumed run that differs
@@ -113,7 +116,27 @@ struct RankResult {
   std::optional<LoadedCheckpoint> resumed;
   double resume_seconds = 0;
   int64_t first_step = 0;
+  // --model: the dense phases per rank (forward, backward, exposed
+  // all-reduce, optimizer), the loss over ranks at the first and last step.
+  std::vector<DenseStepTimes> dense_times;
+  double first_loss = 0, last_loss = 0;
+  int buckets = 0;
+  std::optional<Diff> dense_verify;
 };
+
+// The mean of one value over the ranks.
+StatusOr<double> MeanOverRanks(const ProcessGroup& group, double value) {
+  int64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  SR_ASSIGN_OR_RETURN(auto all, AllGatherValues(group, bits));
+  double sum = 0;
+  for (int64_t b : all) {
+    double v = 0;
+    std::memcpy(&v, &b, sizeof v);
+    sum += v;
+  }
+  return sum / static_cast<double>(all.size());
+}
 
 // One rank's job. Errors are returned; rank 0 prints them.
 StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& session, const TrainFlags& f,
@@ -152,6 +175,13 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   }
   int64_t width = 0;
   for (const auto& t : tables) width += t.embedding_dim * static_cast<int64_t>(t.feature_names.size());
+  std::unique_ptr<ModelRun> model, model_ref;
+  if (!f.model.model.empty()) {
+    SR_ASSIGN_OR_RETURN(model, ModelRun::Create(&group, f.model, tables, f.seed, f.batch, world, false));
+    if (ref || mc_ref) {
+      SR_ASSIGN_OR_RETURN(model_ref, ModelRun::Create(nullptr, f.model, tables, f.seed, f.batch, world, true));
+    }
+  }
   // --resume: the tables, the step and the optimizer's iteration; the
   // synthetic stream is a function of the step, so it resumes with it.
   // --verify's unsharded reference resumes from the same checkpoint.
@@ -202,11 +232,24 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     const auto start = std::chrono::steady_clock::now();
     ++iteration;
     SR_ASSIGN_OR_RETURN(KeyedTensor out, mc ? mc->Forward(batch, /*training=*/true) : ebc.Forward(batch));
-    SR_RETURN_IF_ERROR(ebc.Backward(data.Gradient(me * f.batch, f.batch, width, step), iteration));
+    if (model) {
+      SR_ASSIGN_OR_RETURN(Tensor dpooled, model->Step(data, batch, out.values(), step, me * f.batch));
+      SR_RETURN_IF_ERROR(ebc.Backward(dpooled, iteration));
+    } else {
+      SR_RETURN_IF_ERROR(ebc.Backward(data.Gradient(me * f.batch, f.batch, width, step), iteration));
+    }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     my_seconds += secs;
     result.step_seconds.push_back(secs);
-    progress.Step(step + 1 - result.first_step, static_cast<double>(world * f.batch) / secs);
+    std::string loss_text;
+    if (model) {
+      // The mean of the ranks' losses (untimed).
+      SR_ASSIGN_OR_RETURN(double loss, MeanOverRanks(group, model->last_loss()));
+      if (step == result.first_step) result.first_loss = loss;
+      result.last_loss = loss;
+      loss_text = fmt::format("loss {:.4f}", loss);
+    }
+    progress.Step(step + 1 - result.first_step, static_cast<double>(world * f.batch) / secs, loss_text);
     if (f.verify) {
       // Every rank's output to rank 0, which runs the same step unsharded.
       SR_ASSIGN_OR_RETURN(Tensor all,
@@ -216,7 +259,11 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
         const Tensor grad = data.Gradient(0, world * f.batch, width, step);
         SR_ASSIGN_OR_RETURN(KeyedTensor want, ref ? ref->Forward(global) : mc_ref->Forward(global, true));
         result.verify->output.Add(all, want.values());
-        SR_RETURN_IF_ERROR(ref ? ref->Backward(global, grad, iteration) : mc_ref->Backward(grad, iteration));
+        Tensor ref_grad = grad;
+        if (model_ref) {
+          SR_ASSIGN_OR_RETURN(ref_grad, model_ref->Step(data, global, want.values(), step, 0));
+        }
+        SR_RETURN_IF_ERROR(ref ? ref->Backward(global, ref_grad, iteration) : mc_ref->Backward(ref_grad, iteration));
       }
       // The other ranks wait here, untimed, while rank 0 runs the reference.
       SR_RETURN_IF_ERROR(group.Barrier().WithContext("after the reference step"));
@@ -254,6 +301,27 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       result.verify->weights.Add(got.weights, w32);
       result.verify->state.Add(got.state, s);
     }
+  }
+  if (model) {
+    // Replicas must be bit-identical; rank 0's against the unsharded reference.
+    SR_RETURN_IF_ERROR(CheckReplicasIdentical(group, model->trainer().model().Parameters()));
+    if (model_ref) {
+      result.dense_verify.emplace();
+      const auto got = model->trainer().model().Parameters(), want = model_ref->trainer().model().Parameters();
+      for (size_t i = 0; i < got.size(); ++i) result.dense_verify->Add(got[i]->value, want[i]->value);
+    }
+    const DenseStepTimes& t = model->trainer().times();
+    const std::vector<double> mine_t = {t.forward, t.backward, t.allreduce, t.optimizer};
+    for (size_t k = 0; k < mine_t.size(); ++k) {
+      SR_ASSIGN_OR_RETURN(auto ns, AllGatherValues(group, static_cast<int64_t>(mine_t[k] * 1e9)));
+      result.dense_times.resize(ns.size());
+      for (size_t r = 0; r < ns.size(); ++r) {
+        double* slot[] = {&result.dense_times[r].forward, &result.dense_times[r].backward,
+                          &result.dense_times[r].allreduce, &result.dense_times[r].optimizer};
+        *slot[k] = static_cast<double>(ns[r]) * 1e-9;
+      }
+    }
+    result.buckets = model->trainer().buckets();
   }
   SR_ASSIGN_OR_RETURN(result.lookups, AllGatherValues(group, lookups));
   if (mc) {
@@ -311,8 +379,17 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
     mean.backward += t.backward / world;
     mean_seconds += r.rank_seconds[i] / world;
   }
+  DenseStepTimes dense;  // --model's phases, mean over ranks
+  for (const auto& t : r.dense_times) {
+    dense.forward += t.forward / world;
+    dense.backward += t.backward / world;
+    dense.allreduce += t.allreduce / world;
+    dense.optimizer += t.optimizer / world;
+  }
+  const double dense_sum = dense.forward + dense.backward + dense.allreduce + dense.optimizer;
   const double other =
-      std::max(0.0, mean_seconds - (mean.input_dist + mean.lookup + mean.output_dist + mean.backward));
+      std::max(0.0, mean_seconds - (mean.input_dist + mean.lookup + mean.output_dist + mean.backward + dense_sum));
+  const bool dense_ok = !r.dense_verify || r.dense_verify->scaled <= f.tolerance;
   auto pct = [&](double x) { return mean_seconds > 0 ? 100.0 * x / mean_seconds : 0.0; };
   if (json) {
     nlohmann::json j = {{"world_size", world},
@@ -332,10 +409,16 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                         {"seconds_per_rank", r.rank_seconds},
                         {"time_split_s", {{"input_dist", mean.input_dist}, {"lookup", mean.lookup},
                                           {"output_dist", mean.output_dist}, {"backward", mean.backward},
+                                          {"dense_forward", dense.forward}, {"dense_backward", dense.backward},
+                                          {"allreduce_exposed", dense.allreduce}, {"dense_optimizer", dense.optimizer},
                                           {"other", other}, {"rank_mean", mean_seconds}}},
                         {"bytes_per_rank", r.bytes},
                         {"plan", nlohmann::json::parse(PlanToJson(plan))}};
     for (double s : r.step_seconds) j["step_samples_per_s"].push_back(static_cast<double>(world * f.batch) / s);
+    if (!r.dense_times.empty()) {
+      j["model"] = {{"name", f.model.model}, {"first_loss", r.first_loss}, {"last_loss", r.last_loss},
+                    {"dense_optimizer", f.model.dense_optimizer}, {"buckets", r.buckets}};
+    }
     if (r.resumed) {
       j["resumed_from"] = {{"dir", r.resumed->dir.string()}, {"step", r.first_step}, {"seconds", r.resume_seconds},
                            {"optimizer_state_loaded", r.resumed->optimizer_state_loaded}};
@@ -359,7 +442,8 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
       j["verify"] = {{"max_abs_diff_output", v.output.abs}, {"max_abs_diff_weights", v.weights.abs},
                      {"max_abs_diff_optimizer_state", v.state.abs},
                      {"max_scaled_diff", std::max({v.output.scaled, v.weights.scaled, v.state.scaled})},
-                     {"tolerance", f.tolerance}, {"ok", v.Within(f.tolerance)}};
+                     {"tolerance", f.tolerance}, {"ok", v.Within(f.tolerance) && dense_ok}};
+      if (r.dense_verify) j["verify"]["max_abs_diff_dense"] = r.dense_verify->abs;
     }
     std::cout << j.dump() << "\n";
     return;
@@ -379,6 +463,13 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                      mean_seconds, pct(mean.input_dist), mean.input_dist, pct(mean.lookup), mean.lookup,
                      pct(mean.output_dist), mean.output_dist, pct(mean.backward), mean.backward, pct(other), other,
                      r.output_dist);
+  if (!r.dense_times.empty()) {
+    out += fmt::format("  dense ({}): forward {:.1f}% ({:.3f} s), backward {:.1f}% ({:.3f} s), all-reduce not hidden by "
+                       "backward {:.1f}% ({:.3f} s, {} bucket(s)), optimizer {:.1f}% ({:.3f} s); loss {:.4f} -> {:.4f}\n",
+                       f.model.model, pct(dense.forward), dense.forward, pct(dense.backward), dense.backward,
+                       pct(dense.allreduce), dense.allreduce, r.buckets, pct(dense.optimizer), dense.optimizer,
+                       r.first_loss, r.last_loss);
+  }
   if (!r.mc_stats.empty()) {
     double remap = 0;
     for (double s : r.remap_seconds) remap += s / world;
@@ -402,10 +493,12 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
   if (r.verify) {
     const auto& v = *r.verify;
     out += fmt::format("verify against the unsharded run: max |diff| outputs {:.3g}, weights {:.3g}, optimizer state "
-                       "{:.3g}; relative to max(1, |value|) at most {:.3g} (tolerance {:.3g}): {}\n",
+                       "{:.3g}{}; relative to max(1, |value|) at most {:.3g} (tolerance {:.3g}): {}\n",
                        v.output.abs, v.weights.abs, v.state.abs,
-                       std::max({v.output.scaled, v.weights.scaled, v.state.scaled}), f.tolerance,
-                       v.Within(f.tolerance) ? "OK" : "DIFFERENT");
+                       r.dense_verify ? fmt::format(", dense parameters {:.3g}", r.dense_verify->abs) : "",
+                       std::max({v.output.scaled, v.weights.scaled, v.state.scaled,
+                                 r.dense_verify ? r.dense_verify->scaled : 0.0}),
+                       f.tolerance, v.Within(f.tolerance) && dense_ok ? "OK" : "DIFFERENT");
     out += "  (with --verify, rank 0 runs the unsharded steps between the timed sharded ones; they are not timed)\n";
   }
   std::cout << out << std::flush;
@@ -474,6 +567,7 @@ int RunTrain(const std::vector<std::string>& args) {
        "from the checkpoint's)")
       ("checkpoint-chunk", po::value(&f.checkpoint_chunk)->default_value(f.checkpoint_chunk),
        "rows are saved and loaded in chunks of about this many bytes per rank: the extra memory a save or load takes");
+  AddModelOptions(desc, &f.model);
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("train", args, desc, nullptr, &vm, &code,
@@ -485,6 +579,7 @@ int RunTrain(const std::vector<std::string>& args) {
              "  shardrec train --sharder row_wise --world-size 4 --verify   # 4 threads, row-wise, checked\n"
              "  shardrec train --comm gloo --world-size 2 --ids zipf:1.05   # 2 processes over TCP\n"
              "  shardrec train --tables 8x1000000x128 --plan plan.json --json\n"
+             "  shardrec train --model dlrm --tables 26x20000x64 --sharder row_wise --verify   # a whole DLRM\n"
              "  shardrec train --steps 1000 --checkpoint-dir ckpt --save-every 100 --keep-last 3\n"
              "  shardrec train --steps 2000 --resume ckpt --checkpoint-dir ckpt --sharder row_wise --world-size 4\n"
              "  shardrec launch --nproc-per-node 4 -- shardrec train --comm gloo --sharder table_row_wise")) {
@@ -520,6 +615,17 @@ int RunTrain(const std::vector<std::string>& args) {
         return fail("--checkpoint-dir " + f.checkpoint_dir + " holds checkpoints already (" + e.name +
                     "); continue that run with --resume " + f.checkpoint_dir + ", or choose another directory");
       }
+    }
+  }
+  if (!f.model.model.empty()) {
+    if (!f.checkpoint_dir.empty() || !f.resume.empty()) {
+      return fail("--model with --checkpoint-dir or --resume: checkpoints do not hold the dense parameters yet "
+                  "(issue 18 lists it); train the model without them for now");
+    }
+    if (vm["tables"].defaulted()) {
+      auto spec = DefaultModelTables(f.model.model);
+      if (!spec.ok()) return fail(spec.status().message());
+      f.tables = spec.value();
     }
   }
   // The default job is two ranks; a launcher's world wins.
@@ -672,6 +778,7 @@ int RunTrain(const std::vector<std::string>& args) {
     if (!lead) return kExitOk;
     Report(result.value(), f, group, plan.value(), g.json, data->Describe());
     if (result->verify && !result->verify->Within(f.tolerance)) return kExitFailure;
+    if (result->dense_verify && result->dense_verify->scaled > f.tolerance) return kExitFailure;
     return kExitOk;
   });
 }

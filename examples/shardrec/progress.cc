@@ -24,13 +24,14 @@ Progress::Progress(int64_t steps, bool enabled, std::string label, std::string u
       unit_(std::move(unit)),
       rate_unit_(std::move(rate_unit)) {}
 
-void Progress::Step(int64_t done, double per_s) {
+void Progress::Step(int64_t done, double per_s, const std::string& extra) {
   if (!enabled_) return;
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(steps_, 1));
   const std::string line = fmt::format("{}[{}{}] {}/{} {}, {} {}/s", label_, std::string(filled, '='),
                                        std::string(kWidth - filled, ' '), done, steps_, unit_, Rate(per_s),
-                                       rate_unit_);
+                                       rate_unit_) +
+                           (extra.empty() ? "" : ", " + extra);
   if (tty_) {
     std::cerr << "\r" << line << (done == steps_ ? "\n" : "") << std::flush;
   } else if (done == steps_ || done * 10 / steps_ != (done - 1) * 10 / steps_) {

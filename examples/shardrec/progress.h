@@ -19,8 +19,9 @@ class Progress {
   // Disabled, Step does nothing.
   Progress(int64_t steps, bool enabled, std::string label = "", std::string unit = "steps",
            std::string rate_unit = "samples");
-  // `done` of the steps are finished, at `per_s` rate units per second.
-  void Step(int64_t done, double per_s);
+  // `done` of the steps are finished, at `per_s` rate units per second;
+  // `extra` ends the line ("loss 0.6931").
+  void Step(int64_t done, double per_s, const std::string& extra = "");
   // A line of its own between steps (a checkpoint saved), not lost under the bar.
   void Note(const std::string& line);
 

@@ -197,6 +197,57 @@ Tensor SyntheticData::Gradient(int64_t first, int64_t rows, int64_t width, int64
   return g;
 }
 
+namespace {
+
+// A unit in [0, 1) from a 64-bit hash.
+double Unit(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
+
+}  // namespace
+
+Tensor SyntheticData::DenseFeatures(int64_t step, int64_t first, int64_t rows, int64_t n) const {
+  Tensor x = Tensor::Empty(dtype::kFloat32, {rows, n});
+  const uint64_t base = sdk::Mix64(seed_ ^ 0xde05eull) + static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull;
+  for (int64_t b = 0; b < rows; ++b) {
+    for (int64_t j = 0; j < n; ++j) {
+      const uint64_t h = sdk::Mix64(base + static_cast<uint64_t>(first + b) * 0x100000001B3ull + static_cast<uint64_t>(j));
+      x.data<float>()[b * n + j] = static_cast<float>(3.0 * Unit(h));
+    }
+  }
+  return x;
+}
+
+Tensor SyntheticData::Labels(const KeyedJaggedTensor& batch, const Tensor& dense, int64_t step, int64_t first) const {
+  const int64_t rows = dense.size(0), n = dense.size(1);
+  std::vector<double> logit(static_cast<size_t>(rows), 0.0);
+  const uint64_t planted = sdk::Mix64(seed_ ^ 0x1abe1ull);
+  auto sign = [](uint64_t h) { return (h & 1) != 0 ? 0.5 : -0.5; };
+  for (int64_t b = 0; b < rows; ++b) {
+    for (int64_t j = 0; j < n; ++j) {
+      logit[static_cast<size_t>(b)] += sign(sdk::Mix64(planted + static_cast<uint64_t>(j))) * (dense.data<float>()[b * n + j] - 1.5);
+    }
+  }
+  // Bags are feature-major: feature f's lengths for the batch, then f + 1's.
+  const auto& lengths = batch.lengths();
+  const auto& values = batch.values();
+  size_t at = 0;
+  for (size_t f = 0; f < batch.keys().size(); ++f) {
+    for (int64_t b = 0; b < rows; ++b) {
+      const int64_t len = lengths[f * static_cast<size_t>(rows) + static_cast<size_t>(b)];
+      if (len > 0) {
+        logit[static_cast<size_t>(b)] += sign(sdk::Mix64(planted ^ (static_cast<uint64_t>(values[at]) * 0x9E37ull + f)));
+      }
+      at += static_cast<size_t>(len);
+    }
+  }
+  Tensor y = Tensor::Empty(dtype::kFloat32, {rows});
+  const uint64_t noise = sdk::Mix64(seed_ ^ 0x4015eull) + static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull;
+  for (int64_t b = 0; b < rows; ++b) {
+    const double p = 1.0 / (1.0 + std::exp(-logit[static_cast<size_t>(b)]));
+    y.data<float>()[b] = Unit(sdk::Mix64(noise + static_cast<uint64_t>(first + b))) < p ? 1.0f : 0.0f;
+  }
+  return y;
+}
+
 std::string SyntheticData::Describe() const {
   std::string p = fmt::format("{}", pooling_.empty() ? 0.0 : pooling_[0]);
   for (double x : pooling_) {

@@ -48,6 +48,14 @@ class SyntheticData {
   KeyedJaggedTensor GlobalBatch(int world, int64_t step, int64_t batch) const;
   // Rows [first, first + rows) of the step's output gradient, [rows, width].
   Tensor Gradient(int64_t first, int64_t rows, int64_t width, int64_t step) const;
+  // Dense features of global samples [first, first + rows) of `step`:
+  // [rows, n], each uniform in [0, 3) (the range of Criteo's log(1 + x)).
+  Tensor DenseFeatures(int64_t step, int64_t first, int64_t rows, int64_t n) const;
+  // Labels (0 or 1) of `batch` (global samples from `first` of `step`,
+  // with `dense` their features), drawn from a planted logistic model:
+  // P(1) = sigmoid(sum_j c_j (x_j - 1.5) + sum_f s(first id of bag f)),
+  // c_j and s(id) = +-0.5 by a hash of the seed, so the model can learn.
+  Tensor Labels(const KeyedJaggedTensor& batch, const Tensor& dense, int64_t step, int64_t first) const;
   std::string Describe() const;  // "uniform ids, pooling factor 8"
 
  private:

@@ -1,0 +1,77 @@
+#include "train_model.h"
+
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "shardrec/core/text/byte_size.h"
+
+namespace shardrec::cli {
+
+namespace po = boost::program_options;
+
+void AddModelOptions(po::options_description& desc, ModelFlags* f) {
+  desc.add_options()
+      ("model", po::value(&f->model),
+       "train a whole model: dlrm, dcn (DLRM with a low-rank CrossNet interaction), deepfm, or a model JSON file "
+       "(docs/models.md). Batches then carry dense features and labels from a planted model, and the progress "
+       "line shows the loss")
+      ("dense-optimizer", po::value(&f->dense_optimizer)->default_value(f->dense_optimizer),
+       "--model's dense optimizer NAME[,key=value...]: sgd (momentum, dampening, nesterov, weight_decay), adagrad "
+       "(lr_decay, initial_accumulator_value, eps, weight_decay), adam, adamw (beta1, beta2, eps, weight_decay); "
+       "as torch.optim computes them")
+      ("bucket-size", po::value(&f->bucket)->default_value(f->bucket),
+       "--model's data-parallel gradient buckets: each all-reduce starts when its bucket's gradients are ready, "
+       "overlapping the rest of backward (0: one all-reduce after backward)")
+      ("clip-grad-norm", DoubleValue(&f->clip_grad_norm),
+       "--model: clip the dense gradients' total 2-norm to this (0: off), as torch.nn.utils.clip_grad_norm_");
+}
+
+StatusOr<std::string> DefaultModelTables(const std::string& model) {
+  SR_ASSIGN_OR_RETURN(ModelConfig c, ModelConfig::FromNameOrFile(model));
+  const int64_t dim = c.model == "deepfm" ? 16 : c.dense_arch_layer_sizes.back();
+  return fmt::format("26x100000x{}", dim);
+}
+
+StatusOr<std::unique_ptr<ModelRun>> ModelRun::Create(const ProcessGroup* group, const ModelFlags& f,
+                                                     const std::vector<EmbeddingTableConfig>& tables, uint64_t seed,
+                                                     int64_t batch, int world, bool reference) {
+  auto run = std::make_unique<ModelRun>();
+  SR_ASSIGN_OR_RETURN(run->config_, ModelConfig::FromNameOrFile(f.model));
+  int64_t features = 0, dim = 0;
+  for (const auto& t : tables) {
+    if (t.pooling == PoolingType::kNone) continue;
+    if (dim != 0 && t.embedding_dim != dim) {
+      return InvalidArgumentError(fmt::format("--model {}: every table needs one embedding dim; '{}' has {}, others {}",
+                                              f.model, t.name, t.embedding_dim, dim));
+    }
+    dim = t.embedding_dim;
+    features += static_cast<int64_t>(t.feature_names.size());
+  }
+  SR_ASSIGN_OR_RETURN(int64_t bucket, ParseByteSize(f.bucket));
+  ModelTrainerOptions o;
+  o.model = run->config_;
+  o.dense_optimizer = f.dense_optimizer;
+  o.seed = seed;
+  o.bucket_bytes = bucket;
+  o.clip_norm = static_cast<float>(f.clip_grad_norm);
+  if (reference) {
+    o.loss_batch = batch;
+    o.dense_average = world;
+    o.slices = world;
+  }
+  SR_ASSIGN_OR_RETURN(run->trainer_, ModelTrainer::Create(reference ? nullptr : group, features, dim, o));
+  return run;
+}
+
+StatusOr<Tensor> ModelRun::Step(const SyntheticData& data, const KeyedJaggedTensor& batch, const Tensor& pooled,
+                                int64_t step, int64_t first) {
+  const int64_t rows = pooled.size(0);
+  const Tensor dense = data.DenseFeatures(step, first, rows, config_.dense_in_features);
+  const Tensor labels = data.Labels(batch, dense, step, first);
+  SR_ASSIGN_OR_RETURN(DenseStep s, trainer_->Step(pooled, dense, labels));
+  if (first_loss_ < 0) first_loss_ = s.loss;
+  last_loss_ = s.loss;
+  return std::move(s.dpooled);
+}
+
+}  // namespace shardrec::cli

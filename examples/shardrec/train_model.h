@@ -1,0 +1,55 @@
+// `shardrec train --model`: the dense half of the host's training loop.
+// The sparse half (the sharded collection) stays in cmd_train.cc; this
+// turns its pooled output, synthetic dense features and planted labels
+// into a loss, trains the dense model data-parallel (core/train) and hands
+// back dL/dpooled for the collection's backward.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/program_options.hpp>
+
+#include "shardrec/core/train/model_trainer.h"
+#include "train_data.h"
+
+namespace shardrec::cli {
+
+struct ModelFlags {
+  std::string model;  // empty: no model (a synthetic output gradient, as before)
+  std::string dense_optimizer = "adagrad,lr=0.01", bucket = "1MiB";
+  double clip_grad_norm = 0;
+};
+
+void AddModelOptions(boost::program_options::options_description& desc, ModelFlags* f);
+
+// The model, its trainer and the losses of one rank (or of the unsharded
+// --verify reference).
+class ModelRun {
+ public:
+  // `reference`: the unsharded copy on rank 0, which sees the global batch
+  // and reproduces the ranks' semantics (loss per `batch`, dense gradients
+  // averaged over `world`).
+  static StatusOr<std::unique_ptr<ModelRun>> Create(const ProcessGroup* group, const ModelFlags& f,
+                                                    const std::vector<EmbeddingTableConfig>& tables, uint64_t seed,
+                                                    int64_t batch, int world, bool reference);
+  // One step on samples [first, first + pooled rows) of `step`: returns dL/dpooled.
+  StatusOr<Tensor> Step(const SyntheticData& data, const KeyedJaggedTensor& batch, const Tensor& pooled, int64_t step,
+                        int64_t first);
+  ModelTrainer& trainer() { return *trainer_; }
+  double last_loss() const { return last_loss_; }
+  double first_loss() const { return first_loss_; }
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  ModelConfig config_;
+  std::unique_ptr<ModelTrainer> trainer_;
+  double first_loss_ = -1, last_loss_ = 0;
+};
+
+// The tables a model trains when --tables is not given: 26 features (Criteo's)
+// of 100000 rows at the model's embedding dim.
+StatusOr<std::string> DefaultModelTables(const std::string& model);
+
+}  // namespace shardrec::cli
