@@ -618,6 +618,7 @@ int RunTrain(const std::vector<std::string>& args) {
     }
   }
   if (!f.model.model.empty()) {
+    if (Status s = CheckModelFlags(&f.model); !s.ok()) return fail(s.message());
     if (!f.checkpoint_dir.empty() || !f.resume.empty()) {
       return fail("--model with --checkpoint-dir or --resume: checkpoints do not hold the dense parameters yet "
                   "(issue 18 lists it); train the model without them for now");

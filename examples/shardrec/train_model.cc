@@ -26,6 +26,19 @@ void AddModelOptions(po::options_description& desc, ModelFlags* f) {
        "--model: clip the dense gradients' total 2-norm to this (0: off), as torch.nn.utils.clip_grad_norm_");
 }
 
+Status CheckModelFlags(ModelFlags* f) {
+  if (f->bucket == "0") {
+    f->bucket_bytes = 0;
+  } else {
+    auto bytes = ParseByteSize(f->bucket);
+    if (!bytes.ok()) return InvalidArgumentError("--bucket-size: " + bytes.status().message() + ", or 0");
+    f->bucket_bytes = bytes.value();
+  }
+  if (!(f->clip_grad_norm >= 0)) return InvalidArgumentError("--clip-grad-norm must be >= 0 (0: off)");
+  SR_RETURN_IF_ERROR(dense::DenseOptimizerSpec::Parse(f->dense_optimizer).status().WithContext("--dense-optimizer"));
+  return ModelConfig::FromNameOrFile(f->model).status();
+}
+
 StatusOr<std::string> DefaultModelTables(const std::string& model) {
   SR_ASSIGN_OR_RETURN(ModelConfig c, ModelConfig::FromNameOrFile(model));
   const int64_t dim = c.model == "deepfm" ? 16 : c.dense_arch_layer_sizes.back();
@@ -47,12 +60,11 @@ StatusOr<std::unique_ptr<ModelRun>> ModelRun::Create(const ProcessGroup* group, 
     dim = t.embedding_dim;
     features += static_cast<int64_t>(t.feature_names.size());
   }
-  SR_ASSIGN_OR_RETURN(int64_t bucket, ParseByteSize(f.bucket));
   ModelTrainerOptions o;
   o.model = run->config_;
   o.dense_optimizer = f.dense_optimizer;
   o.seed = seed;
-  o.bucket_bytes = bucket;
+  o.bucket_bytes = f.bucket_bytes;
   o.clip_norm = static_cast<float>(f.clip_grad_norm);
   if (reference) {
     o.loss_batch = batch;

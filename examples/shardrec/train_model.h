@@ -20,7 +20,12 @@ struct ModelFlags {
   std::string model;  // empty: no model (a synthetic output gradient, as before)
   std::string dense_optimizer = "adagrad,lr=0.01", bucket = "1MiB";
   double clip_grad_norm = 0;
+  int64_t bucket_bytes = 0;  // --bucket-size, parsed by CheckModelFlags
 };
+
+// Parses and checks the flags once, before any rank starts: the error
+// names the flag.
+Status CheckModelFlags(ModelFlags* f);
 
 void AddModelOptions(boost::program_options::options_description& desc, ModelFlags* f);
 
