@@ -1,8 +1,12 @@
 #include "train_model.h"
 
+#include <algorithm>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "shardrec/core/dense/gemm.h"
 #include "shardrec/core/text/byte_size.h"
 
 namespace shardrec::cli {
@@ -70,6 +74,12 @@ StatusOr<std::unique_ptr<ModelRun>> ModelRun::Create(const ProcessGroup* group, 
     o.loss_batch = batch;
     o.dense_average = world;
     o.slices = world;
+  }
+  if (group != nullptr) {
+    // The ranks on this host share its cores: OpenBLAS threads of their
+    // own on top would only contend (and spin).
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    dense::SetDenseMathThreads(std::max(1, cores / std::max(1, group->local_world_size())));
   }
   SR_ASSIGN_OR_RETURN(run->trainer_, ModelTrainer::Create(reference ? nullptr : group, features, dim, o));
   return run;

@@ -16,7 +16,6 @@ class PairwiseInteraction {
   void Backward(const Tensor& dout, Tensor* ddense, Tensor* dpooled) const;
 
  private:
-  const float* Row(const Tensor& dense, const Tensor& pooled, int64_t b, int64_t i) const;
   int64_t f_, d_;
   Tensor dense_, pooled_;
 };
