@@ -1,3 +1,7 @@
+// The oneDNN-or-OpenBLAS measurement behind docs/dense.md: sgemm on every
+// forward and backward product of TorchRec's DLRM MLPs, both libraries, best
+// of 50. Not part of the build (oneDNN is not a dependency):
+//   g++ -O2 core/bench/gemm_libraries_probe.cc -lopenblas -ldnnl -o probe
 // Times sgemm on DLRM MLP shapes with OpenBLAS and oneDNN, same threads.
 #include <cblas.h>
 #include <dnnl.h>
