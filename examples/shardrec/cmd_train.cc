@@ -409,13 +409,16 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                         {"seconds_per_rank", r.rank_seconds},
                         {"time_split_s", {{"input_dist", mean.input_dist}, {"lookup", mean.lookup},
                                           {"output_dist", mean.output_dist}, {"backward", mean.backward},
-                                          {"dense_forward", dense.forward}, {"dense_backward", dense.backward},
-                                          {"allreduce_exposed", dense.allreduce}, {"dense_optimizer", dense.optimizer},
                                           {"other", other}, {"rank_mean", mean_seconds}}},
                         {"bytes_per_rank", r.bytes},
                         {"plan", nlohmann::json::parse(PlanToJson(plan))}};
     for (double s : r.step_seconds) j["step_samples_per_s"].push_back(static_cast<double>(world * f.batch) / s);
     if (!r.dense_times.empty()) {
+      auto& split = j["time_split_s"];
+      split["dense_forward"] = dense.forward;
+      split["dense_backward"] = dense.backward;
+      split["allreduce_exposed"] = dense.allreduce;
+      split["dense_optimizer"] = dense.optimizer;
       j["model"] = {{"name", f.model.model}, {"first_loss", r.first_loss}, {"last_loss", r.last_loss},
                     {"dense_optimizer", f.model.dense_optimizer}, {"buckets", r.buckets}};
     }
