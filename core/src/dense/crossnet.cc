@@ -39,6 +39,30 @@ void AddColumnSums(const Tensor& d, float* grad) {
   }
 }
 
+// x_{l+1} = x_0 (.) (u + bias) + x_l, with u (W x_l) updated to u + bias
+// in place (backward needs it). bias per column.
+Tensor CrossStep(const Tensor& x0, const Tensor& xl, const float* bias, Tensor* u) {
+  const int64_t b = x0.size(0), n = x0.size(1);
+  Tensor next = Matrix(b, n);
+  for (int64_t i = 0; i < b * n; ++i) {
+    u->data<float>()[i] += bias[i % n];
+    next.data<float>()[i] = x0.data<float>()[i] * u->data<float>()[i] + xl.data<float>()[i];
+  }
+  return next;
+}
+
+// Its backward, but for the path through u: dL/du = g (.) x_0 (returned)
+// and dL/dx_0 += g (.) u.
+Tensor CrossStepBackward(const Tensor& g, const Tensor& x0, const Tensor& u, Tensor* dx0) {
+  const int64_t b = x0.size(0), n = x0.size(1);
+  Tensor du = Matrix(b, n);
+  for (int64_t i = 0; i < b * n; ++i) {
+    du.data<float>()[i] = g.data<float>()[i] * x0.data<float>()[i];
+    dx0->data<float>()[i] += g.data<float>()[i] * u.data<float>()[i];
+  }
+  return du;
+}
+
 Status CheckLayers(const std::string& who, int64_t n, int layers) {
   if (n <= 0 || layers <= 0) {
     return InvalidArgumentError(fmt::format("{}: in_features and num_layers must be positive, got {} and {}", who, n, layers));
@@ -82,15 +106,9 @@ StatusOr<Tensor> CrossNet::Forward(const Tensor& x) {
   xs_.clear();
   us_.clear();
   Tensor xl = x;
-  const int64_t b = x.size(0);
   for (size_t l = 0; l < kernels_.size(); ++l) {
     Tensor u = TimesTransposed(xl, kernels_[l].value);
-    Tensor next = Matrix(b, n_);
-    const float* bias = bias_[l].value.data<float>();
-    for (int64_t i = 0; i < b * n_; ++i) {
-      u.data<float>()[i] += bias[i % n_];
-      next.data<float>()[i] = x.data<float>()[i] * u.data<float>()[i] + xl.data<float>()[i];
-    }
+    Tensor next = CrossStep(x, xl, bias_[l].value.data<float>(), &u);
     xs_.push_back(xl);
     us_.push_back(u);
     xl = next;
@@ -104,11 +122,7 @@ StatusOr<Tensor> CrossNet::Backward(const Tensor& dy) {
   Tensor g = dy.Clone();                // dL/dx_{l+1}, then dL/dx_l
   Tensor dx0 = Tensor::Zeros(dtype::kFloat32, {b, n_});  // through x_0's direct uses
   for (size_t l = kernels_.size(); l-- > 0;) {
-    Tensor du = Matrix(b, n_);
-    for (int64_t i = 0; i < b * n_; ++i) {
-      du.data<float>()[i] = g.data<float>()[i] * x0_.data<float>()[i];
-      dx0.data<float>()[i] += g.data<float>()[i] * us_[l].data<float>()[i];
-    }
+    const Tensor du = CrossStepBackward(g, x0_, us_[l], &dx0);
     AddTransposedTimes(du, xs_[l], &kernels_[l].grad);
     AddColumnSums(du, bias_[l].grad.data<float>());
     Times(du, kernels_[l].value.data<float>(), n_, 1.0f, &g);  // g = g + du W
@@ -148,16 +162,10 @@ StatusOr<Tensor> LowRankCrossNet::Forward(const Tensor& x) {
   xv_.clear();
   us_.clear();
   Tensor xl = x;
-  const int64_t b = x.size(0);
   for (size_t l = 0; l < w_.size(); ++l) {
     Tensor xv = TimesTransposed(xl, v_[l].value);  // [B, r]
     Tensor u = TimesTransposed(xv, w_[l].value);   // [B, N]
-    Tensor next = Matrix(b, n_);
-    const float* bias = bias_[l].value.data<float>();
-    for (int64_t i = 0; i < b * n_; ++i) {
-      u.data<float>()[i] += bias[i % n_];
-      next.data<float>()[i] = x.data<float>()[i] * u.data<float>()[i] + xl.data<float>()[i];
-    }
+    Tensor next = CrossStep(x, xl, bias_[l].value.data<float>(), &u);
     xs_.push_back(xl);
     xv_.push_back(xv);
     us_.push_back(u);
@@ -172,11 +180,7 @@ StatusOr<Tensor> LowRankCrossNet::Backward(const Tensor& dy) {
   Tensor g = dy.Clone();
   Tensor dx0 = Tensor::Zeros(dtype::kFloat32, {b, n_});
   for (size_t l = w_.size(); l-- > 0;) {
-    Tensor du = Matrix(b, n_);
-    for (int64_t i = 0; i < b * n_; ++i) {
-      du.data<float>()[i] = g.data<float>()[i] * x0_.data<float>()[i];
-      dx0.data<float>()[i] += g.data<float>()[i] * us_[l].data<float>()[i];
-    }
+    const Tensor du = CrossStepBackward(g, x0_, us_[l], &dx0);
     AddTransposedTimes(du, xv_[l], &w_[l].grad);  // dW [N, r] += du^T (V x)
     AddColumnSums(du, bias_[l].grad.data<float>());
     Tensor dxv = Matrix(b, r_);
