@@ -220,6 +220,23 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     }
     result.resumed.emplace(std::move(loaded));
   }
+  // --dump-dir: the initial parameters now, each step's batch, the final ones at the end.
+  std::optional<RunDump> dump;
+  std::vector<double> losses;
+  auto read_table = [&](const std::string& name) { return ebc.ReadTable(name); };
+  if (model && !f.model.dump_dir.empty()) {
+    Status made = Status::Ok();
+    if (me == 0) {
+      auto created = RunDump::Create(f.model.dump_dir);
+      if (created.ok()) dump.emplace(std::move(created).value());
+      made = created.status();
+    }
+    // Every rank learns whether rank 0 could, before the collective reads.
+    SR_ASSIGN_OR_RETURN(auto ok, AllGatherValues(group, made.ok() ? 1 : 0));
+    if (!made.ok()) return made;
+    if (ok[0] == 0) return InternalError("rank 0 could not create --dump-dir " + f.model.dump_dir);
+    SR_RETURN_IF_ERROR(RunDump::Parameters(dump ? &*dump : nullptr, "init", tables, read_table, *model));
+  }
   Progress progress(f.steps - result.first_step, show);
   int64_t lookups = 0;
   double my_seconds = 0;
@@ -247,6 +264,10 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       SR_ASSIGN_OR_RETURN(double loss, MeanOverRanks(group, model->last_loss()));
       if (step == result.first_step) result.first_loss = loss;
       result.last_loss = loss;
+      losses.push_back(loss);
+      if (dump) {
+        SR_RETURN_IF_ERROR(dump->Batch(step, data, world, f.batch, model->config().dense_in_features));
+      }
       loss_text = fmt::format("loss {:.4f}", loss);
     }
     progress.Step(step + 1 - result.first_step, static_cast<double>(world * f.batch) / secs, loss_text);
@@ -300,6 +321,21 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       SR_ASSIGN_OR_RETURN(Tensor s, want.ReadState(static_cast<int32_t>(t)));
       result.verify->weights.Add(got.weights, w32);
       result.verify->state.Add(got.state, s);
+    }
+  }
+  if (model && !f.model.dump_dir.empty()) {
+    SR_RETURN_IF_ERROR(RunDump::Parameters(dump ? &*dump : nullptr, "final", tables, read_table, *model));
+    if (dump) {
+      nlohmann::json run = {{"model", model->config().ToJson()}, {"world_size", world}, {"batch_per_rank", f.batch},
+                            {"first_step", result.first_step}, {"steps", f.steps}, {"optimizer", f.optimizer},
+                            {"dense_optimizer", f.model.dense_optimizer}, {"clip_grad_norm", f.model.clip_grad_norm},
+                            {"tables", nlohmann::json::array()}};
+      for (const auto& t : tables) {
+        run["tables"].push_back({{"name", t.name}, {"rows", t.num_embeddings}, {"dim", t.embedding_dim},
+                                 {"features", t.feature_names},
+                                 {"pooling", t.pooling == PoolingType::kMean ? "mean" : "sum"}});
+      }
+      SR_RETURN_IF_ERROR(dump->Finish(losses, run));
     }
   }
   if (model) {
@@ -620,6 +656,7 @@ int RunTrain(const std::vector<std::string>& args) {
       }
     }
   }
+  if (f.model.model.empty() && !f.model.dump_dir.empty()) return fail("--dump-dir needs --model");
   if (!f.model.model.empty()) {
     if (Status s = CheckModelFlags(&f.model); !s.ok()) return fail(s.message());
     if (!f.checkpoint_dir.empty() || !f.resume.empty()) {
@@ -667,6 +704,9 @@ int RunTrain(const std::vector<std::string>& args) {
     if (!parsed.ok()) return fail("--managed-collision: " + parsed.status().message());
     (*managed)[name] = parsed.value();
     it->managed_collision = ManagedCollisionSpec(parsed.value());
+  }
+  if (!f.model.dump_dir.empty() && !managed->empty()) {
+    return fail("--dump-dir with managed collision: the dump holds raw ids, which a reference cannot remap");
   }
   if (Status st = ValidateManagedTables(tables.value(), managed.value()); !st.ok()) return fail(st.message());
   if (f.raw_id_space < 0) return fail("--raw-id-space must be >= 0");

@@ -5,7 +5,11 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+
 #include "cli.h"
+#include "shardrec/core/io/names.h"
+#include "shardrec/core/tensor/npy.h"
 #include "shardrec/core/dense/gemm.h"
 #include "shardrec/core/text/byte_size.h"
 
@@ -27,7 +31,10 @@ void AddModelOptions(po::options_description& desc, ModelFlags* f) {
        "--model's data-parallel gradient buckets: each all-reduce starts when its bucket's gradients are ready, "
        "overlapping the rest of backward (0: one all-reduce after backward)")
       ("clip-grad-norm", DoubleValue(&f->clip_grad_norm),
-       "--model: clip the dense gradients' total 2-norm to this (0: off), as torch.nn.utils.clip_grad_norm_");
+       "--model: clip the dense gradients' total 2-norm to this (0: off), as torch.nn.utils.clip_grad_norm_")
+      ("dump-dir", po::value(&f->dump_dir),
+       "--model: write the initial and final parameters, every step's global batch and the losses as .npy files "
+       "into this new directory, for a reference implementation to replay (docs/models.md)");
 }
 
 Status CheckModelFlags(ModelFlags* f) {
@@ -94,6 +101,76 @@ StatusOr<Tensor> ModelRun::Step(const SyntheticData& data, const KeyedJaggedTens
   if (first_loss_ < 0) first_loss_ = s.loss;
   last_loss_ = s.loss;
   return std::move(s.dpooled);
+}
+
+StatusOr<RunDump> RunDump::Create(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec)) {
+    return InvalidArgumentError("--dump-dir " + dir + ": exists and is not empty; give a new directory");
+  }
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return InvalidArgumentError("--dump-dir " + dir + ": cannot create it: " + ec.message());
+  return RunDump(dir);
+}
+
+Status RunDump::Parameters(const RunDump* dump, const std::string& phase,
+                           const std::vector<EmbeddingTableConfig>& tables,
+                           const std::function<StatusOr<TableContents>(const std::string&)>& read_table,
+                           ModelRun& model) {
+  const bool lead = dump != nullptr;
+  const auto root = lead ? dump->dir_ / phase : std::filesystem::path();
+  std::error_code ec;
+  if (lead) {
+    std::filesystem::create_directories(root / "tables", ec);
+    std::filesystem::create_directories(root / "dense", ec);
+    if (ec) return InternalError((root / "tables").string() + ": cannot create: " + ec.message());
+  }
+  for (const auto& t : tables) {
+    SR_ASSIGN_OR_RETURN(TableContents c, read_table(t.name));  // collective: every rank
+    if (!lead) continue;
+    SR_ASSIGN_OR_RETURN(auto path, PathUnder(root / "tables", "table", t.name, ".npy"));
+    SR_RETURN_IF_ERROR(WriteNpy(path, c.weights));
+  }
+  if (!lead) return Status::Ok();
+  for (const dense::Parameter* p : model.trainer().model().Parameters()) {
+    SR_RETURN_IF_ERROR(WriteNpy(root / "dense" / (p->name + ".npy"), p->value));
+  }
+  return Status::Ok();
+}
+
+Status RunDump::Batch(int64_t step, const SyntheticData& data, int world, int64_t batch, int64_t dense_in) const {
+  const auto root = dir_ / "steps" / std::to_string(step);
+  std::error_code ec;
+  std::filesystem::create_directories(root, ec);
+  if (ec) return InternalError(root.string() + ": cannot create: " + ec.message());
+  const KeyedJaggedTensor global = data.GlobalBatch(world, step, batch);
+  const int64_t rows = world * batch;
+  const Tensor dense = data.DenseFeatures(step, 0, rows, dense_in);
+  SR_RETURN_IF_ERROR(WriteNpy(root / "dense.npy", dense));
+  SR_RETURN_IF_ERROR(WriteNpy(root / "labels.npy", data.Labels(global, dense, step, 0)));
+  size_t at = 0;
+  for (size_t f = 0; f < global.keys().size(); ++f) {
+    const std::vector<int64_t> lengths(global.lengths().begin() + static_cast<int64_t>(f) * rows,
+                                       global.lengths().begin() + static_cast<int64_t>(f + 1) * rows);
+    int64_t n = 0;
+    for (int64_t l : lengths) n += l;
+    const std::vector<int64_t> ids(global.values().begin() + static_cast<int64_t>(at),
+                                   global.values().begin() + static_cast<int64_t>(at) + n);
+    at += static_cast<size_t>(n);
+    SR_ASSIGN_OR_RETURN(auto ids_path, PathUnder(root, "feature", global.keys()[f], ".ids.npy"));
+    SR_ASSIGN_OR_RETURN(auto lengths_path, PathUnder(root, "feature", global.keys()[f], ".lengths.npy"));
+    SR_RETURN_IF_ERROR(WriteNpy(ids_path, Tensor::FromVector(ids)));
+    SR_RETURN_IF_ERROR(WriteNpy(lengths_path, Tensor::FromVector(lengths)));
+  }
+  return Status::Ok();
+}
+
+Status RunDump::Finish(const std::vector<double>& losses, const nlohmann::json& run) const {
+  SR_RETURN_IF_ERROR(WriteNpy(dir_ / "losses.npy", Tensor::FromVector(losses)));
+  std::ofstream out(dir_ / "run.json");
+  out << run.dump(1) << "\n";
+  if (!out) return InternalError((dir_ / "run.json").string() + ": cannot write");
+  return Status::Ok();
 }
 
 }  // namespace shardrec::cli

@@ -7,10 +7,15 @@
 
 #include <memory>
 #include <optional>
+#include <filesystem>
+#include <functional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include <boost/program_options.hpp>
 
+#include "shardrec/core/modules/sharded_tables.h"
 #include "shardrec/core/train/model_trainer.h"
 #include "train_data.h"
 
@@ -20,6 +25,7 @@ struct ModelFlags {
   std::string model;  // empty: no model (a synthetic output gradient, as before)
   std::string dense_optimizer = "adagrad,lr=0.01", bucket = "1MiB";
   double clip_grad_norm = 0;
+  std::string dump_dir;      // --dump-dir
   int64_t bucket_bytes = 0;  // --bucket-size, parsed by CheckModelFlags
 };
 
@@ -51,6 +57,29 @@ class ModelRun {
   ModelConfig config_;
   std::unique_ptr<ModelTrainer> trainer_;
   double first_loss_ = -1, last_loss_ = 0;
+};
+
+// --dump-dir: what a reference implementation needs to replay a --model
+// run, as .npy files (docs/models.md#replaying-a-run-elsewhere):
+//   init/ and final/: dense/<parameter>.npy, tables/<table>.npy (weights)
+//   steps/<k>/: dense.npy, labels.npy, <feature>.ids.npy, <feature>.lengths.npy
+//               (the step's global batch, ranks' samples in rank order)
+//   losses.npy (the mean loss over ranks, per step), run.json (model, sizes, optimizers)
+class RunDump {
+ public:
+  // `dir` is created; an existing non-empty directory is refused.
+  static StatusOr<RunDump> Create(const std::string& dir);
+  // Collective: every rank reads the tables; the rank holding the dump
+  // (rank 0; the others pass null) writes them and the dense parameters.
+  static Status Parameters(const RunDump* dump, const std::string& phase, const std::vector<EmbeddingTableConfig>& tables,
+                           const std::function<StatusOr<TableContents>(const std::string&)>& read_table,
+                           ModelRun& model);
+  Status Batch(int64_t step, const SyntheticData& data, int world, int64_t batch, int64_t dense_in) const;
+  Status Finish(const std::vector<double>& losses, const nlohmann::json& run) const;
+
+ private:
+  explicit RunDump(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  std::filesystem::path dir_;
 };
 
 // The tables a model trains when --tables is not given: 26 features (Criteo's)
