@@ -195,7 +195,17 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     // The tables were made for this run and a failed load ends it: one read
     // of every byte, checksums checked as the bytes go.
     lr.verify_before_loading = false;
+    // --model: the dense parameters and their optimizer come back too.
+    DenseCheckpointState dense, dense_ref;
+    if (model) {
+      dense = model->CheckpointState();
+      lr.dense = &dense;
+    }
     SR_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, LoadCheckpoint(ebc.tables(), lr, mc ? &mc->collection() : nullptr));
+    if (model_ref) {
+      dense_ref = model_ref->CheckpointState();
+      lr.dense = &dense_ref;
+    }
     if (ref) SR_RETURN_IF_ERROR(LoadCheckpoint(ref->tables(), lr).status().WithContext("the --verify reference"));
     if (mc_ref) {
       SR_RETURN_IF_ERROR(LoadCheckpoint(mc_ref->embedding().tables(), lr, &mc_ref->collection())
@@ -300,6 +310,11 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       req.keep_last = static_cast<int>(f.keep_last);
       req.chunk_bytes = f.chunk_bytes;
       req.extra["data"] = DataRecord(f, world, done);
+      DenseCheckpointState dense;
+      if (model) {
+        dense = model->CheckpointState();
+        req.dense = &dense;
+      }
       SR_ASSIGN_OR_RETURN(SavedCheckpoint saved, SaveCheckpoint(ebc.tables(), req, mc ? &mc->collection() : nullptr));
       const double save_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_save).count();
       result.saved.push_back({saved.dir.string(), done, saved.bytes, save_secs, saved.removed});
@@ -659,10 +674,6 @@ int RunTrain(const std::vector<std::string>& args) {
   if (f.model.model.empty() && !f.model.dump_dir.empty()) return fail("--dump-dir needs --model");
   if (!f.model.model.empty()) {
     if (Status s = CheckModelFlags(&f.model); !s.ok()) return fail(s.message());
-    if (!f.checkpoint_dir.empty() || !f.resume.empty()) {
-      return fail("--model with --checkpoint-dir or --resume: checkpoints do not hold the dense parameters yet "
-                  "(issue 18 lists it); train the model without them for now");
-    }
     if (vm["tables"].defaulted()) {
       auto spec = DefaultModelTables(f.model.model);
       if (!spec.ok()) return fail(spec.status().message());

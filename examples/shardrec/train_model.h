@@ -15,6 +15,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "shardrec/core/checkpoint/checkpoint.h"
 #include "shardrec/core/modules/sharded_tables.h"
 #include "shardrec/core/train/model_trainer.h"
 #include "train_data.h"
@@ -52,6 +53,8 @@ class ModelRun {
   double last_loss() const { return last_loss_; }
   double first_loss() const { return first_loss_; }
   const ModelConfig& config() const { return config_; }
+  // Its parameters and optimizer, for checkpoints.
+  DenseCheckpointState CheckpointState() { return {trainer_->model().Parameters(), &trainer_->optimizer()}; }
 
  private:
   ModelConfig config_;

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "dense_state.h"
 #include "file_io.h"
 #include "managed_collision_state.h"
 #include "shardrec/core/checkpoint/checkpoint.h"
@@ -350,6 +351,11 @@ StatusOr<LoadedCheckpoint> LoadParts(const std::vector<TablePart>& parts, const 
   }
   loaded.optimizer_state_loaded = load_state && optimizer.optimizer != SR_OPTIMIZER_SGD;
   if (mc != nullptr) SR_RETURN_IF_ERROR(checkpoint::CheckManagedCollision(*mc, m, source));
+  // The dense half: every rank reads all of it (a replica each), so every
+  // rank checks it all, before anything changes.
+  if (request.dense != nullptr) {
+    SR_RETURN_IF_ERROR(checkpoint::CheckDense(*request.dense, m.extra, loaded.dir, request.reset_optimizer, source));
+  }
 
   // Check every file that will be read, each by one rank (the largest
   // first, to the rank with the fewest bytes so far), then agree.
@@ -391,6 +397,9 @@ StatusOr<LoadedCheckpoint> LoadParts(const std::vector<TablePart>& parts, const 
     if (!done.ok()) break;
   }
   if (done.ok() && mc != nullptr) done = checkpoint::LoadManagedCollision(*mc, loaded.dir, m);
+  if (done.ok() && request.dense != nullptr) {
+    done = checkpoint::LoadDense(*request.dense, m.extra, loaded.dir, request.reset_optimizer);
+  }
   loaded.bytes_read_here = loader.bytes_read();
   const std::string mixed = "; the tables hold a mix of loaded and earlier rows";
   SR_RETURN_IF_ERROR(Agree(group, done, "loading checkpoint " + loaded.dir.string() + " failed part way" + mixed));

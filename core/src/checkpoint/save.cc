@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "dense_state.h"
 #include "file_io.h"
 #include "managed_collision_state.h"
 #include "shardrec/core/checkpoint/checkpoint.h"
@@ -210,6 +211,7 @@ StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const Chec
   SavedCheckpoint saved;
   std::vector<CheckpointFile> mine;
   json mc_summary = json::object();
+  json dense_summary;  // rank 0's, with request.dense
   Status written = [&]() -> Status {
     SR_ASSIGN_OR_RETURN(auto parts, checkpoint::PartsOf(tables));
     for (const TablePart& part : parts) {
@@ -220,9 +222,14 @@ StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const Chec
     if (mc != nullptr) {
       SR_ASSIGN_OR_RETURN(mc_summary, checkpoint::SaveManagedCollision(mc->modules(), staging, &mine, &saved.bytes_here));
     }
+    // Replicas are identical: rank 0 writes the dense half once.
+    if (request.dense != nullptr && group.rank() == 0) {
+      SR_ASSIGN_OR_RETURN(dense_summary, checkpoint::SaveDense(*request.dense, staging, &saved.bytes_here));
+    }
     return Status::Ok();
   }();
-  json report = {{"error", written.ok() ? "" : written.message()}, {"files", json::array()}, {"mc", mc_summary}};
+  json report = {{"error", written.ok() ? "" : written.message()}, {"files", json::array()}, {"mc", mc_summary},
+                 {"dense", dense_summary}};
   for (const auto& f : mine) report["files"].push_back(CheckpointFileToJson(f));
   SR_ASSIGN_OR_RETURN(auto reports, AllGatherStrings(group, report.dump()));
 
@@ -253,6 +260,8 @@ StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const Chec
     doc["plan"] = json::parse(PlanToJson(plan));
     doc["files"] = std::move(files);
     if (mc != nullptr) doc["managed_collision"] = checkpoint::MergeManagedCollision(mc_summaries);
+    const json dense = json::parse(reports[0])["dense"];
+    if (!dense.is_null()) doc["dense"] = dense;
     // Read back through the loader's own checks: a manifest this build
     // writes must be one it loads.
     auto manifest = ParseCheckpointManifest(doc.dump(), (root / name / "manifest.json").string());
@@ -262,6 +271,9 @@ StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const Chec
     }
     int64_t total = 0;
     for (const auto& f : manifest->files) total += f.bytes;
+    if (!dense.is_null()) {
+      for (const auto& f : dense["files"]) total += f["bytes"].get<int64_t>();
+    }
     SR_RETURN_IF_ERROR(SyncTree(staging));
     SR_RETURN_IF_ERROR(WriteFileAtomically(staging / "manifest.json",
                                            [&](std::ostream& out) { out << CheckpointManifestToJson(*manifest); }));

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardrec/core/checkpoint/manifest.h"
+#include "shardrec/core/dense/dense_optimizer.h"
 #include "shardrec/core/managed_collision/managed_collision_collection.h"
 #include "shardrec/core/modules/embedding_tables.h"
 #include "shardrec/core/modules/sharded_tables.h"
@@ -33,6 +34,13 @@ namespace shardrec {
 
 inline constexpr int64_t kDefaultCheckpointChunkBytes = int64_t{64} << 20;
 
+// A model's dense parameters and their optimizer, replicated on every rank:
+// saved once, by rank 0; loaded by every rank (docs/checkpoints.md).
+struct DenseCheckpointState {
+  std::vector<dense::Parameter*> params;
+  dense::DenseOptimizer* optimizer = nullptr;
+};
+
 struct CheckpointSaveRequest {
   std::filesystem::path root;     // the run's checkpoint directory; the checkpoint is root/step-NNNNNNNN
   int64_t step = 0;
@@ -40,6 +48,7 @@ struct CheckpointSaveRequest {
   nlohmann::json extra = nlohmann::json::object();  // more top-level manifest keys (managed collision, ...)
   int keep_last = 0;              // > 0: afterwards remove all but the newest keep_last published checkpoints
   int64_t chunk_bytes = kDefaultCheckpointChunkBytes;
+  const DenseCheckpointState* dense = nullptr;  // a model's dense half too
 };
 
 struct SavedCheckpoint {
@@ -74,6 +83,9 @@ struct CheckpointLoadRequest {
   // Tables of the checkpoint these tables lack are skipped rather than
   // refused (a caller loading its pooled and sequence tables separately).
   bool allow_extra_tables = false;
+  // A model's dense half too: the checkpoint must hold the same parameters
+  // (checked with the rest, before anything changes).
+  const DenseCheckpointState* dense = nullptr;
 };
 
 struct LoadedCheckpoint {
