@@ -42,7 +42,11 @@ StatusOr<ModelConfig> ModelConfig::FromJson(const nlohmann::json& j, const std::
   if (c.model != "dlrm" && c.model != "dcn" && c.model != "deepfm") {
     return InvalidArgumentError(source + ": \"model\" must be \"dlrm\", \"dcn\" or \"deepfm\"");
   }
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    // Not a structured binding: clang 14 (the fuzz build) refuses to
+    // capture one in the lambdas below.
+    const std::string& key = item.key();
+    const nlohmann::json& value = item.value();
     auto integer = [&](int64_t* out) -> Status {
       if (!value.is_number_integer()) return InvalidArgumentError(fmt::format("{}: \"{}\" must be an integer", source, key));
       *out = value.get<int64_t>();
