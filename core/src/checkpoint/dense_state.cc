@@ -15,23 +15,15 @@ using nlohmann::json;
 
 namespace {
 
-// The tensors of parameter i: its value, then its optimizer state by kind.
-std::vector<std::pair<std::string, Tensor*>> TensorsOf(const DenseCheckpointState& state, size_t i, bool with_state) {
+// The tensors of parameter i: its value, then its optimizer state by kind
+// (before the first step: as the first step would make it).
+StatusOr<std::vector<std::pair<std::string, Tensor*>>> TensorsOf(const DenseCheckpointState& state, size_t i,
+                                                                 bool with_state) {
+  const dense::Parameter& p = *state.params[i];
   std::vector<std::pair<std::string, Tensor*>> out = {{"value", &state.params[i]->value}};
   if (!with_state || state.optimizer == nullptr) return out;
-  auto& kinds = state.optimizer->State(i);
-  for (const auto& kind : state.optimizer->StateKinds()) {
-    auto it = kinds.find(kind);
-    if (it == kinds.end()) {
-      // Before the first step the state is not made yet: zeros (sum: its
-      // initial value) is what the first step would make.
-      it = kinds.emplace(kind, Tensor::Zeros(dtype::kFloat32, state.params[i]->value.shape())).first;
-      if (kind == "sum") {
-        for (float& v : it->second.span<float>()) v = static_cast<float>(state.optimizer->spec().Get("initial_accumulator_value"));
-      }
-    }
-    out.emplace_back(kind, &it->second);
-  }
+  SR_ASSIGN_OR_RETURN(auto* kinds, state.optimizer->StateFor(i, p.value.shape(), p.name));
+  for (const auto& kind : state.optimizer->StateKinds()) out.emplace_back(kind, &kinds->at(kind));
   return out;
 }
 
@@ -76,7 +68,8 @@ StatusOr<json> SaveDense(const DenseCheckpointState& state, const fs::path& stag
   if (ec) return InternalError((staging / "dense").string() + ": cannot create: " + ec.message());
   json files = json::array();
   for (size_t i = 0; i < state.params.size(); ++i) {
-    for (const auto& [kind, tensor] : TensorsOf(state, i, true)) {
+    SR_ASSIGN_OR_RETURN(auto tensors, TensorsOf(state, i, true));
+    for (const auto& [kind, tensor] : tensors) {
       const std::string path = fmt::format("dense/{}.{}.npy", i, kind);
       SR_ASSIGN_OR_RETURN(NpyStream out, NpyStream::Create(staging / path, "<f4", tensor->shape()));
       SR_RETURN_IF_ERROR(out.Append(tensor->raw_data(), tensor->nbytes()));
@@ -111,7 +104,8 @@ Status CheckDense(const DenseCheckpointState& state, const json& extra, const fs
                                                (*d)["files"].size(), state.params.size()));
   }
   for (size_t i = 0; i < state.params.size(); ++i) {
-    for (const auto& [kind, tensor] : TensorsOf(state, i, with_state)) {
+    SR_ASSIGN_OR_RETURN(auto tensors, TensorsOf(state, i, with_state));
+    for (const auto& [kind, tensor] : tensors) {
       SR_ASSIGN_OR_RETURN(const json* f, FileEntry((*d)["files"], state.params[i]->name, kind, source));
       const fs::path path = dir / (*f)["path"].get<std::string>();
       SR_ASSIGN_OR_RETURN(NpyLayout layout, ReadNpyLayout(path));
@@ -136,7 +130,8 @@ Status LoadDense(const DenseCheckpointState& state, const json& extra, const fs:
   SR_ASSIGN_OR_RETURN(const json* d, DenseEntry(extra, "manifest"));
   const bool with_state = !reset_optimizer && state.optimizer != nullptr;
   for (size_t i = 0; i < state.params.size(); ++i) {
-    for (const auto& [kind, tensor] : TensorsOf(state, i, with_state)) {
+    SR_ASSIGN_OR_RETURN(auto tensors, TensorsOf(state, i, with_state));
+    for (const auto& [kind, tensor] : tensors) {
       SR_ASSIGN_OR_RETURN(const json* f, FileEntry((*d)["files"], state.params[i]->name, kind, "manifest"));
       SR_ASSIGN_OR_RETURN(Tensor t, ReadNpy(dir / (*f)["path"].get<std::string>()));
       if (t.shape() != tensor->shape() || !SameDType(t.dtype(), dtype::kFloat32)) {

@@ -84,26 +84,33 @@ std::map<std::string, Tensor>& DenseOptimizer::State(size_t i) {
   return state_[i];
 }
 
+StatusOr<std::map<std::string, Tensor>*> DenseOptimizer::StateFor(size_t i, const std::vector<int64_t>& shape,
+                                                                  const std::string& name) {
+  auto& state = State(i);
+  for (const auto& kind : StateKinds()) {
+    auto it = state.find(kind);
+    if (it == state.end()) {
+      Tensor t = Tensor::Zeros(dtype::kFloat32, shape);
+      if (kind == "sum") {
+        for (float& v : t.span<float>()) v = static_cast<float>(spec_.Get("initial_accumulator_value"));
+      }
+      state.emplace(kind, std::move(t));
+    } else if (it->second.shape() != shape) {
+      return InvalidArgumentError(fmt::format("dense optimizer: the {} state of {} is {}, the parameter {}", kind, name,
+                                              ShapeString(it->second.shape()), ShapeString(shape)));
+    }
+  }
+  return &state;
+}
+
 Status DenseOptimizer::Step(const std::vector<Parameter*>& params) {
   ++steps_;
   const double lr = spec_.Get("lr");
   const auto step = static_cast<double>(steps_);
   for (size_t i = 0; i < params.size(); ++i) {
     Parameter& p = *params[i];
-    auto& state = State(i);
-    for (const auto& kind : StateKinds()) {
-      auto it = state.find(kind);
-      if (it == state.end()) {
-        Tensor t = Tensor::Zeros(dtype::kFloat32, p.value.shape());
-        if (kind == "sum") {
-          for (float& v : t.span<float>()) v = static_cast<float>(spec_.Get("initial_accumulator_value"));
-        }
-        state.emplace(kind, std::move(t));
-      } else if (it->second.shape() != p.value.shape()) {
-        return InvalidArgumentError(fmt::format("dense optimizer: the {} state of {} is {}, the parameter {}", kind, p.name,
-                                                ShapeString(it->second.shape()), ShapeString(p.value.shape())));
-      }
-    }
+    SR_ASSIGN_OR_RETURN(auto* found, StateFor(i, p.value.shape(), p.name));
+    auto& state = *found;
     float* w = p.value.data<float>();
     const float* grad = p.grad.data<float>();
     const int64_t n = p.value.numel();

@@ -36,6 +36,10 @@ class DenseOptimizer {
   // The state of parameter i, by kind ("momentum_buffer", "sum",
   // "exp_avg", "exp_avg_sq"): for checkpoints, and to compare with torch.
   std::map<std::string, Tensor>& State(size_t i);
+  // State(i) with every kind present for a parameter of `shape`: a missing
+  // kind is made as the first step makes it (zeros; Adagrad's sum at
+  // initial_accumulator_value). An existing one of another shape is an error.
+  StatusOr<std::map<std::string, Tensor>*> StateFor(size_t i, const std::vector<int64_t>& shape, const std::string& name);
   std::vector<std::string> StateKinds() const;
   void SetSteps(int64_t steps) { steps_ = steps; }
 
