@@ -9,6 +9,7 @@
 // report.
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -258,10 +259,21 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     lookups += static_cast<int64_t>(batch.values().size());
     const auto start = std::chrono::steady_clock::now();
     ++iteration;
-    SR_ASSIGN_OR_RETURN(KeyedTensor out, mc ? mc->Forward(batch, /*training=*/true) : ebc.Forward(batch));
+    // With position weights the collection sees the weighted batch, and
+    // hands back each id's weight gradient for the model's update.
+    const bool weighted = model && model->has_position_weights();
+    KeyedJaggedTensor processed;
+    if (weighted) {
+      SR_ASSIGN_OR_RETURN(processed, model->ProcessFeatures(batch));
+    }
+    const KeyedJaggedTensor& input = weighted ? processed : batch;
+    SR_ASSIGN_OR_RETURN(KeyedTensor out, mc ? mc->Forward(input, /*training=*/true) : ebc.Forward(input));
     if (model) {
-      SR_ASSIGN_OR_RETURN(Tensor dpooled, model->Step(data, batch, out.values(), step, me * f.batch));
-      SR_RETURN_IF_ERROR(ebc.Backward(dpooled, iteration));
+      SR_ASSIGN_OR_RETURN(Tensor dpooled, model->Backward(data, batch, out.values(), step, me * f.batch));
+      std::vector<float> id_weight_grad;
+      SR_RETURN_IF_ERROR(ebc.Backward(dpooled, iteration, std::numeric_limits<double>::quiet_NaN(),
+                                      weighted ? &id_weight_grad : nullptr));
+      SR_RETURN_IF_ERROR(model->Update(weighted ? &id_weight_grad : nullptr));
     } else {
       SR_RETURN_IF_ERROR(ebc.Backward(data.Gradient(me * f.batch, f.batch, width, step), iteration));
     }
@@ -288,13 +300,24 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       if (ref || mc_ref) {
         const auto global = data.GlobalBatch(world, step, f.batch);
         const Tensor grad = data.Gradient(0, world * f.batch, width, step);
-        SR_ASSIGN_OR_RETURN(KeyedTensor want, ref ? ref->Forward(global) : mc_ref->Forward(global, true));
+        KeyedJaggedTensor global_in = global;
+        if (weighted) {
+          SR_ASSIGN_OR_RETURN(global_in, model_ref->ProcessFeatures(global));
+        }
+        SR_ASSIGN_OR_RETURN(KeyedTensor want, ref ? ref->Forward(global_in) : mc_ref->Forward(global_in, true));
         result.verify->output.Add(all, want.values());
         Tensor ref_grad = grad;
         if (model_ref) {
-          SR_ASSIGN_OR_RETURN(ref_grad, model_ref->Step(data, global, want.values(), step, 0));
+          SR_ASSIGN_OR_RETURN(ref_grad, model_ref->Backward(data, global, want.values(), step, 0));
         }
-        SR_RETURN_IF_ERROR(ref ? ref->Backward(global, ref_grad, iteration) : mc_ref->Backward(ref_grad, iteration));
+        std::vector<float> id_weight_grad;
+        if (ref) {
+          SR_RETURN_IF_ERROR(ref->Backward(global_in, ref_grad, iteration, std::numeric_limits<double>::quiet_NaN(),
+                                           weighted ? &id_weight_grad : nullptr));
+        } else {
+          SR_RETURN_IF_ERROR(mc_ref->Backward(ref_grad, iteration));
+        }
+        if (model_ref) SR_RETURN_IF_ERROR(model_ref->Update(weighted ? &id_weight_grad : nullptr));
       }
       // The other ranks wait here, untimed, while rank 0 runs the reference.
       SR_RETURN_IF_ERROR(group.Barrier().WithContext("after the reference step"));
@@ -355,10 +378,10 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   }
   if (model) {
     // Replicas must be bit-identical; rank 0's against the unsharded reference.
-    SR_RETURN_IF_ERROR(CheckReplicasIdentical(group, model->trainer().model().Parameters()));
+    SR_RETURN_IF_ERROR(CheckReplicasIdentical(group, model->trainer().Parameters()));
     if (model_ref) {
       result.dense_verify.emplace();
-      const auto got = model->trainer().model().Parameters(), want = model_ref->trainer().model().Parameters();
+      const auto got = model->trainer().Parameters(), want = model_ref->trainer().Parameters();
       for (size_t i = 0; i < got.size(); ++i) result.dense_verify->Add(got[i]->value, want[i]->value);
     }
     const DenseStepTimes& t = model->trainer().times();
@@ -672,6 +695,7 @@ int RunTrain(const std::vector<std::string>& args) {
     }
   }
   if (f.model.model.empty() && !f.model.dump_dir.empty()) return fail("--dump-dir needs --model");
+  if (f.model.model.empty() && f.model.position_weighted != 0) return fail("--position-weighted needs --model");
   if (!f.model.model.empty()) {
     if (Status s = CheckModelFlags(&f.model); !s.ok()) return fail(s.message());
     if (vm["tables"].defaulted()) {
@@ -720,6 +744,9 @@ int RunTrain(const std::vector<std::string>& args) {
     return fail("--dump-dir with managed collision: the dump holds raw ids, which a reference cannot remap");
   }
   if (Status st = ValidateManagedTables(tables.value(), managed.value()); !st.ok()) return fail(st.message());
+  if (!f.model.model.empty()) {
+    if (Status st = MarkPositionWeightedTables(f.model, &tables.value()); !st.ok()) return fail(st.message());
+  }
   if (f.raw_id_space < 0) return fail("--raw-id-space must be >= 0");
   std::vector<int64_t> raw_space;
   for (const auto& t : tables.value()) {

@@ -34,7 +34,11 @@ void AddModelOptions(po::options_description& desc, ModelFlags* f) {
        "--model: clip the dense gradients' total 2-norm to this (0: off), as torch.nn.utils.clip_grad_norm_")
       ("dump-dir", po::value(&f->dump_dir),
        "--model: write the initial and final parameters, every step's global batch and the losses as .npy files "
-       "into this new directory, for a reference implementation to replay (docs/models.md)");
+       "into this new directory, for a reference implementation to replay (docs/models.md)")
+      ("position-weighted", po::value(&f->position_weighted),
+       "--model: TorchRec's PositionWeightedModule on every feature, with trainable weights for positions 0 .. N-1 "
+       "of each sample's ids (a model file's \"position_weighted\" chooses per feature); their tables become "
+       "weighted");
 }
 
 Status CheckModelFlags(ModelFlags* f) {
@@ -47,7 +51,47 @@ Status CheckModelFlags(ModelFlags* f) {
   }
   if (!(f->clip_grad_norm >= 0)) return InvalidArgumentError("--clip-grad-norm must be >= 0 (0: off)");
   SR_RETURN_IF_ERROR(dense::DenseOptimizerSpec::Parse(f->dense_optimizer).status().WithContext("--dense-optimizer"));
-  return ModelConfig::FromNameOrFile(f->model).status();
+  if (f->position_weighted < 0 || f->position_weighted > (int64_t{1} << 24)) {
+    return InvalidArgumentError("--position-weighted must be in [1, 16777216] (0: the model's own)");
+  }
+  return LoadModelConfig(*f).status();
+}
+
+StatusOr<ModelConfig> LoadModelConfig(const ModelFlags& f) {
+  SR_ASSIGN_OR_RETURN(ModelConfig c, ModelConfig::FromNameOrFile(f.model));
+  if (f.position_weighted > 0) c.position_weighted = {{"*", f.position_weighted}};
+  return c;
+}
+
+namespace {
+// The pooled features in the collection's order (tables in order, each
+// table's features in order).
+std::vector<std::string> PooledFeatures(const std::vector<EmbeddingTableConfig>& tables) {
+  std::vector<std::string> names;
+  for (const auto& t : tables) {
+    if (t.pooling == PoolingType::kNone) continue;
+    names.insert(names.end(), t.feature_names.begin(), t.feature_names.end());
+  }
+  return names;
+}
+}  // namespace
+
+Status MarkPositionWeightedTables(const ModelFlags& f, std::vector<EmbeddingTableConfig>* tables) {
+  SR_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(f));
+  if (c.position_weighted.empty()) return Status::Ok();
+  SR_ASSIGN_OR_RETURN(auto lengths, c.PositionWeightedFeatures(PooledFeatures(*tables)));
+  for (auto& t : *tables) {
+    for (const auto& name : t.feature_names) {
+      if (lengths.count(name) == 0) continue;
+      if (!t.managed_collision.empty()) {
+        return InvalidArgumentError(fmt::format("position weights on feature '{}': its table '{}' is managed-collision, "
+                                                "which does not carry per-id weights yet",
+                                                name, t.name));
+      }
+      t.is_weighted = true;
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::string> DefaultModelTables(const std::string& model) {
@@ -60,7 +104,7 @@ StatusOr<std::unique_ptr<ModelRun>> ModelRun::Create(const ProcessGroup* group, 
                                                      const std::vector<EmbeddingTableConfig>& tables, uint64_t seed,
                                                      int64_t batch, int world, bool reference) {
   auto run = std::make_unique<ModelRun>();
-  SR_ASSIGN_OR_RETURN(run->config_, ModelConfig::FromNameOrFile(f.model));
+  SR_ASSIGN_OR_RETURN(run->config_, LoadModelConfig(f));
   int64_t features = 0, dim = 0;
   for (const auto& t : tables) {
     if (t.pooling == PoolingType::kNone) continue;
@@ -77,6 +121,7 @@ StatusOr<std::unique_ptr<ModelRun>> ModelRun::Create(const ProcessGroup* group, 
   o.seed = seed;
   o.bucket_bytes = f.bucket_bytes;
   o.clip_norm = static_cast<float>(f.clip_grad_norm);
+  o.feature_names = PooledFeatures(tables);
   if (reference) {
     o.loss_batch = batch;
     o.dense_average = world;
@@ -92,12 +137,12 @@ StatusOr<std::unique_ptr<ModelRun>> ModelRun::Create(const ProcessGroup* group, 
   return run;
 }
 
-StatusOr<Tensor> ModelRun::Step(const SyntheticData& data, const KeyedJaggedTensor& batch, const Tensor& pooled,
-                                int64_t step, int64_t first) {
+StatusOr<Tensor> ModelRun::Backward(const SyntheticData& data, const KeyedJaggedTensor& batch, const Tensor& pooled,
+                                    int64_t step, int64_t first) {
   const int64_t rows = pooled.size(0);
   const Tensor dense = data.DenseFeatures(step, first, rows, config_.dense_in_features);
   const Tensor labels = data.Labels(batch, dense, step, first);
-  SR_ASSIGN_OR_RETURN(DenseStep s, trainer_->Step(pooled, dense, labels));
+  SR_ASSIGN_OR_RETURN(DenseStep s, trainer_->Backward(pooled, dense, labels));
   if (first_loss_ < 0) first_loss_ = s.loss;
   last_loss_ = s.loss;
   return std::move(s.dpooled);
@@ -132,7 +177,7 @@ Status RunDump::Parameters(const RunDump* dump, const std::string& phase,
     SR_RETURN_IF_ERROR(WriteNpy(path, c.weights));
   }
   if (!lead) return Status::Ok();
-  for (const dense::Parameter* p : model.trainer().model().Parameters()) {
+  for (const dense::Parameter* p : model.trainer().Parameters()) {
     SR_RETURN_IF_ERROR(WriteNpy(root / "dense" / (p->name + ".npy"), p->value));
   }
   return Status::Ok();

@@ -28,7 +28,16 @@ struct ModelFlags {
   double clip_grad_norm = 0;
   std::string dump_dir;      // --dump-dir
   int64_t bucket_bytes = 0;  // --bucket-size, parsed by CheckModelFlags
+  int64_t position_weighted = 0;  // --position-weighted: max ids per sample of every feature (0: the model's)
 };
+
+// The model's config with the flags applied (--position-weighted).
+StatusOr<ModelConfig> LoadModelConfig(const ModelFlags& f);
+
+// Marks the tables of the model's position-weighted features as weighted
+// (their features carry the position weights); a table that is also
+// managed-collision is refused.
+Status MarkPositionWeightedTables(const ModelFlags& f, std::vector<EmbeddingTableConfig>* tables);
 
 // Parses and checks the flags once, before any rank starts: the error
 // names the flag.
@@ -46,15 +55,21 @@ class ModelRun {
   static StatusOr<std::unique_ptr<ModelRun>> Create(const ProcessGroup* group, const ModelFlags& f,
                                                     const std::vector<EmbeddingTableConfig>& tables, uint64_t seed,
                                                     int64_t batch, int world, bool reference);
-  // One step on samples [first, first + pooled rows) of `step`: returns dL/dpooled.
-  StatusOr<Tensor> Step(const SyntheticData& data, const KeyedJaggedTensor& batch, const Tensor& pooled, int64_t step,
-                        int64_t first);
+  // The batch as the collection sees it (with position weights, if any).
+  StatusOr<KeyedJaggedTensor> ProcessFeatures(const KeyedJaggedTensor& batch) { return trainer_->ProcessFeatures(batch); }
+  bool has_position_weights() const { return trainer_->has_position_weights(); }
+  // The dense half of one step on samples [first, first + pooled rows) of
+  // `step`: returns dL/dpooled. Then the collection's backward, then Update
+  // (with its id weight gradient when has_position_weights()).
+  StatusOr<Tensor> Backward(const SyntheticData& data, const KeyedJaggedTensor& batch, const Tensor& pooled,
+                            int64_t step, int64_t first);
+  Status Update(const std::vector<float>* id_weight_grad) { return trainer_->Update(id_weight_grad); }
   ModelTrainer& trainer() { return *trainer_; }
   double last_loss() const { return last_loss_; }
   double first_loss() const { return first_loss_; }
   const ModelConfig& config() const { return config_; }
   // Its parameters and optimizer, for checkpoints.
-  DenseCheckpointState CheckpointState() { return {trainer_->model().Parameters(), &trainer_->optimizer()}; }
+  DenseCheckpointState CheckpointState() { return {trainer_->Parameters(), &trainer_->optimizer()}; }
 
  private:
   ModelConfig config_;

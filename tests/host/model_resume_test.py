@@ -52,8 +52,9 @@ def arrays(d):
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, "m.json")
+        # Position weights on f1 (the default pooling factor 8 gives up to 16 ids): trained dense state too.
         json.dump({"model": "dlrm", "dense_in_features": 5, "dense_arch_layer_sizes": [12, 8],
-                   "over_arch_layer_sizes": [16, 1]}, open(model, "w"))
+                   "over_arch_layer_sizes": [16, 1], "position_weighted": {"f1": 16}}, open(model, "w"))
         common = ["--model", model, "--tables", "4x200x8", "--batch", "16", "--seed", "3"]
         stateful = ["--optimizer", "adagrad,lr=0.05", "--dense-optimizer", "adam,lr=0.01"]
         straight = os.path.join(tmp, "straight")
@@ -73,6 +74,8 @@ def main():
             same = sorted(k for k in a if k in b and np.array_equal(a[k], b[k]))
             expect("every dense parameter and table bit-identical to the straight run", same == sorted(a) and
                    len(a) == len(b), sorted(set(a) - set(same)))
+            expect("the position weights are among them, and trained",
+                   "dense/position_weights.f1.npy" in a and not np.all(a["dense/position_weights.f1.npy"] == 1.0))
             la, lb = np.load(os.path.join(straight, "losses.npy")), np.load(os.path.join(resumed, "losses.npy"))
             expect("the resumed steps' losses are the straight run's", np.array_equal(la[3:], lb), f"{la} {lb}")
 

@@ -9,6 +9,7 @@
 #include "shardrec/core/host_services.h"
 #include "shardrec/core/modules/embedding_bag_collection.h"
 #include "shardrec/core/modules/embedding_collection.h"
+#include "shardrec/core/modules/optimizer_spec.h"
 #include "shardrec/core/plugin_registry.h"
 #include "shardrec/sdk/init.hpp"
 
@@ -97,6 +98,53 @@ TEST_F(EmbeddingModules, WeightedAndMeanTables) {
   const float* out = kt->values().data<float>();
   EXPECT_NEAR(out[0], 2 * W(t1, 0, 0) + 3 * W(t1, 1, 0), 1e-6);           // weights 2, 3
   EXPECT_NEAR(out[2 * 4 + 2], (W(t2, 5, 0) + W(t2, 6, 0) + W(t2, 7, 0)) / 3, 1e-6);  // unweighted mean
+}
+
+// dL/dweight of every id, for L = <G, pooled>: pooled is linear in each
+// weight, so a central difference is exact but for rounding. Sum and mean
+// tables, an unweighted table (0) and a key no table serves (0), an id
+// outside its table (0, as the kernel drops it).
+TEST_F(EmbeddingModules, IdWeightGradientEqualsFiniteDifference) {
+  auto t1 = Table("t1", 10, 3, {"f1"});
+  t1.is_weighted = true;
+  auto t2 = Table("t2", 10, 4, {"f2"}, PoolingType::kMean);
+  t2.is_weighted = true;
+  auto t3 = Table("t3", 10, 2, {"f3"});
+  EmbeddingModuleOptions options;
+  options.optimizer = OptimizerSpec::Parse("sgd,lr=0").value();
+  options.bounds_check = SR_BOUNDS_CHECK_IGNORE;
+  auto ebc = EmbeddingBagCollection::Create(registry_, {t1, t2, t3}, options);
+  ASSERT_TRUE(ebc.ok()) << ebc.status().ToString();
+  const std::vector<std::string> keys = {"fx", "f1", "f2", "f3"};
+  const V values = {1, 0, 1, 2, 12, 3, 4, 5, 6, 7, 8, 9};
+  // 3 samples per key: fx [1] [0] [1]; f1 [] [2, 12] [3] (12 is outside
+  // t1); f2 [4] [5, 6, 7] [8]; f3 [] [9] [].
+  const V lengths = {1, 1, 1, 0, 2, 1, 1, 3, 1, 0, 1, 0};
+  const std::vector<float> weights = {5, 0.5f, -1.5f, 2, 3, 0.25f, 1, 2, -3, 0.75f, 9, 9};
+  auto make = [&](const std::vector<float>& w) { return KeyedJaggedTensor::FromLengths(keys, values, lengths, w).value(); };
+  Tensor grad = Tensor::Empty(dtype::kFloat32, {3, 9});
+  for (int64_t i = 0; i < grad.numel(); ++i) grad.data<float>()[i] = std::sin(0.7f * static_cast<float>(i) + 0.3f);
+  auto loss = [&](const std::vector<float>& w) {
+    auto out = ebc->Forward(make(w));
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    double l = 0;
+    for (int64_t i = 0; i < grad.numel(); ++i) l += double{grad.data<float>()[i]} * out->values().data<float>()[i];
+    return l;
+  };
+  std::vector<float> got;
+  ASSERT_TRUE(ebc->Backward(make(weights), grad, 1, 0.0, &got).ok());
+  ASSERT_EQ(got.size(), values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::vector<float> up = weights, down = weights;
+    up[i] += 0.125f;
+    down[i] -= 0.125f;
+    const double fd = (loss(up) - loss(down)) / 0.25;
+    EXPECT_NEAR(got[i], fd, 1e-5) << "id " << i;
+  }
+  for (int i : {0, 1, 2}) EXPECT_EQ(got[static_cast<size_t>(i)], 0.0f) << "fx: no table";
+  EXPECT_EQ(got[4], 0.0f) << "id 12 is outside t1";
+  EXPECT_EQ(got[11], 0.0f) << "t3 is unweighted";
+  for (int i : {3, 5, 6, 7, 10}) EXPECT_NE(got[static_cast<size_t>(i)], 0.0f) << "id " << i;
 }
 
 TEST_F(EmbeddingModules, SgdStepMovesRowsByTheirSummedGradient) {

@@ -3,12 +3,15 @@
 // state after the last (fp32, 1e-5), for each built-in sharder x world
 // sizes 1-4 x {sum, mean} x {weighted, unweighted}, over the comm backend
 // of the test parameter; a mixed plan; tables with fewer rows than ranks;
-// the fast paths against the generic output dist; bit-identical
+// the fast paths against the generic output dist; for weighted tables, the
+// gradient with respect to every id's weight (PositionWeightedModule's
+// input) at every step; bit-identical
 // data-parallel replicas; and the errors a user meets.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <mutex>
 
 #include "sharded_fixture.h"
@@ -47,6 +50,24 @@ class ShardedEbc : public ShardedTest {
   }
   static int64_t BatchOf(int rank) { return 3 + rank % 2; }  // unequal on purpose
 
+  // A global batch's per-id values (ranks' samples concatenated per
+  // feature) split back into each rank's, in its own order.
+  static std::vector<std::vector<float>> SplitByRank(const std::vector<KeyedJaggedTensor>& per_rank,
+                                                     const std::vector<float>& global) {
+    std::vector<std::vector<float>> out;
+    for (const auto& kjt : per_rank) out.emplace_back(kjt.values().size());
+    size_t at = 0;
+    for (int k = 0; k < per_rank[0].num_keys(); ++k) {
+      for (size_t r = 0; r < per_rank.size(); ++r) {
+        const auto from = per_rank[r].offset_per_key();
+        const auto n = static_cast<size_t>(from[static_cast<size_t>(k) + 1] - from[static_cast<size_t>(k)]);
+        std::copy_n(global.begin() + static_cast<int64_t>(at), n, out[r].begin() + from[static_cast<size_t>(k)]);
+        at += n;
+      }
+    }
+    return out;
+  }
+
   // Runs the case; returns the output dist the sharded module chose.
   std::string Run(const Case& c) {
     SCOPED_TRACE(Describe(c));
@@ -78,6 +99,8 @@ class ShardedEbc : public ShardedTest {
     int64_t width = 0;
     for (const auto& t : tables) width += t.embedding_dim * static_cast<int64_t>(t.feature_names.size());
     std::vector<Tensor> expected;
+    // Weighted: the per-id weight gradient, per step, split into each rank's ids.
+    std::vector<std::vector<std::vector<float>>> expected_weight_grad(kSteps);
     for (int step = 0; step < kSteps; ++step) {
       std::vector<KeyedJaggedTensor> per_rank;
       for (int r = 0; r < c.world; ++r) per_rank.push_back(LocalBatch(tables, r, step, BatchOf(r)));
@@ -86,7 +109,11 @@ class ShardedEbc : public ShardedTest {
       EXPECT_TRUE(out.ok()) << out.status().ToString();
       if (!out.ok()) return "";
       expected.push_back(out->values().Clone());
-      EXPECT_TRUE(ref->Backward(batch, PooledGrad(0, global, width, step), step + 1).ok());
+      std::vector<float> weight_grad;
+      EXPECT_TRUE(ref->Backward(batch, PooledGrad(0, global, width, step), step + 1,
+                                std::numeric_limits<double>::quiet_NaN(), c.weighted ? &weight_grad : nullptr)
+                      .ok());
+      if (c.weighted) expected_weight_grad[static_cast<size_t>(step)] = SplitByRank(per_rank, weight_grad);
     }
 
     std::mutex mu;
@@ -104,8 +131,17 @@ class ShardedEbc : public ShardedTest {
         ASSERT_TRUE(out.ok()) << out.status().ToString();
         EXPECT_LE(MaxAbsDiff(out->values(), Rows(expected[static_cast<size_t>(step)], first[static_cast<size_t>(me)], BatchOf(me))), kTol)
             << "output, rank " << me << ", step " << step;
-        auto st = sebc->Backward(PooledGrad(first[static_cast<size_t>(me)], BatchOf(me), width, step), step + 1);
+        std::vector<float> weight_grad;
+        auto st = sebc->Backward(PooledGrad(first[static_cast<size_t>(me)], BatchOf(me), width, step), step + 1,
+                                 std::numeric_limits<double>::quiet_NaN(), c.weighted ? &weight_grad : nullptr);
         ASSERT_TRUE(st.ok()) << st.ToString();
+        if (c.weighted) {
+          const auto& want = expected_weight_grad[static_cast<size_t>(step)][static_cast<size_t>(me)];
+          ASSERT_EQ(weight_grad.size(), want.size()) << "id weight gradient, rank " << me << ", step " << step;
+          float worst = 0;
+          for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(weight_grad[i] - want[i]));
+          EXPECT_LE(worst, kTol) << "id weight gradient, rank " << me << ", step " << step;
+        }
       }
       ExpectTablesMatch(*sebc, ref->tables(), tables, plan.value(), me, kTol, mu, replicas);
       std::lock_guard<std::mutex> lock(mu);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """`shardrec train --model` against the same model written in PyTorch.
 
-For DLRM, DCN and DeepFM, on 1 rank and over 2 and 3 gloo processes
+For DLRM, DCN, DeepFM and DLRM with position weights, on 1 rank and over 2 and 3 gloo processes
 (table-wise and row-wise), shardrec trains 5 steps with --dump-dir; this
 script builds the same model in torch from the dumped initial parameters,
 replays the dumped batches with TorchRec DistributedModelParallel's gradient
@@ -50,6 +50,10 @@ MODELS = {
              "over_arch_layer_sizes": [16, 1], "dcn_num_layers": 2, "dcn_low_rank_dim": 3}, "4x60x8"),
     "deepfm": ({"model": "deepfm", "dense_in_features": 5, "deepfm_hidden_layer_size": 7,
                 "deep_fm_dimension": 6}, "4x60x4"),
+    # DLRM with TorchRec's PositionWeightedModule on f0 (max 6 ids) and f2 (8).
+    "dlrm_position_weighted": ({"model": "dlrm", "dense_in_features": 5, "dense_arch_layer_sizes": [12, 8],
+                                "over_arch_layer_sizes": [16, 6, 1], "position_weighted": {"f0": 6, "f2": 8}},
+                               "4x60x8"),
 }
 
 
@@ -110,7 +114,12 @@ def replay(dump, world):
                 ids = torch.from_numpy(np.load(os.path.join(sd, feat + ".ids.npy")))
                 lengths = torch.from_numpy(np.load(os.path.join(sd, feat + ".lengths.npy")))
                 offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)[:-1]])
-                pooled.append(F.embedding_bag(ids, tables[t["name"]], offsets, mode=t["pooling"]))
+                weights = None
+                if "position_weights." + feat in dense_p:  # P_f[position of the id in its bag]
+                    position = torch.arange(len(ids)) - torch.repeat_interleave(offsets, lengths)
+                    weights = dense_p["position_weights." + feat][position]
+                pooled.append(F.embedding_bag(ids, tables[t["name"]], offsets, mode=t["pooling"],
+                                              per_sample_weights=weights))
         total = 0
         for r in range(world):  # each rank's loss: the mean over its samples
             s = slice(r * BATCH, (r + 1) * BATCH)
@@ -161,9 +170,20 @@ def case(model, world, sharder, tmp):
     final_tables = load(os.path.join(dump, "final", "tables"))
     bad = [k for k, v in tables_t.items() if not close(final_tables[k].numpy(), v.detach().numpy())]
     expect(f"{name}: tables after {STEPS} steps equal torch's", not bad, bad)
-    moved = any(not np.array_equal(final_dense[k].numpy(), load(os.path.join(dump, "init", "dense"))[k].numpy())
-                for k in final_dense)
+    init_dense = load(os.path.join(dump, "init", "dense"))
+    moved = [k for k in final_dense if not np.array_equal(final_dense[k].numpy(), init_dense[k].numpy())]
     expect(f"{name}: the dense parameters moved", moved)
+    if "position_weighted" in cfg:
+        expect(f"{name}: the position weights moved", any(k.startswith("position_weights.") for k in moved), moved)
+        # They move little in 5 steps (1e-5 .. 6e-5): compare the change itself, relative to its size, give or
+        # take the float32 spacing of values near 1.0 (1.2e-7) over 5 steps.
+        bad = []
+        for k in (k for k in dense_p if k.startswith("position_weights.")):
+            ours_d = final_dense[k].numpy() - init_dense[k].numpy()
+            torch_d = dense_p[k].detach().numpy() - init_dense[k].numpy()
+            if not np.all(np.abs(ours_d - torch_d) <= 1e-3 * np.abs(torch_d).max() + 3e-7):
+                bad.append(f"{k}: {ours_d} vs {torch_d}")
+        expect(f"{name}: the position weights' change equals torch's", not bad, bad)
 
 
 def main():
@@ -173,6 +193,9 @@ def main():
             for world in (2, 3):
                 for sharder in ("table_wise", "row_wise"):
                     case(model, world, sharder, tmp)
+        # Position weights' gradient adds column blocks' parts, and data-parallel replicas compute it locally.
+        case("dlrm_position_weighted", 2, "column_wise", tmp)
+        case("dlrm_position_weighted", 2, "data_parallel", tmp)
         # Refusals: an existing non-empty --dump-dir, and --dump-dir without --model.
         busy = os.path.join(tmp, "busy")
         os.makedirs(busy)

@@ -33,8 +33,9 @@ StatusOr<const json*> DenseEntry(const json& extra, const std::string& source) {
   }
   const json& d = extra["dense"];
   if (!d.is_object() || !d.contains("files") || !d["files"].is_array() || !d.contains("optimizer") ||
-      !d["optimizer"].is_string() || !d.contains("steps") || !d["steps"].is_number_integer()) {
-    return InvalidArgumentError(source + ": \"dense\" must hold \"optimizer\", \"steps\" and a \"files\" list");
+      !d["optimizer"].is_string() || !d.contains("steps") || !d["steps"].is_number_integer() ||
+      d["steps"].get<int64_t>() < 0) {
+    return InvalidArgumentError(source + ": \"dense\" must hold \"optimizer\", \"steps\" (>= 0) and a \"files\" list");
   }
   return &d;
 }

@@ -1,18 +1,30 @@
 #include "shardrec/core/models/model_config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 namespace shardrec {
 
 namespace {
 
+// As the PositionWeightedModule accepts.
+constexpr int64_t kMaxPositionWeightedLength = int64_t{1} << 24;
+
+// A layer of 16384 x 16384 floats is 1 GiB: larger sizes are typos (or
+// hostile files), refused before anything is allocated.
+constexpr int64_t kMaxLayerSize = 16384;
+
 Status Positive(const std::vector<int64_t>& sizes, const std::string& what) {
   for (int64_t s : sizes) {
-    if (s <= 0) return InvalidArgumentError(fmt::format("model: {} must be positive, got {}", what, nlohmann::json(sizes).dump()));
+    if (s <= 0 || s > kMaxLayerSize) {
+      return InvalidArgumentError(fmt::format("model: {} must be in [1, {}], got {}", what, kMaxLayerSize,
+                                              nlohmann::json(sizes).dump()));
+    }
   }
   return Status::Ok();
 }
@@ -81,10 +93,25 @@ StatusOr<ModelConfig> ModelConfig::FromJson(const nlohmann::json& j, const std::
       SR_RETURN_IF_ERROR(integer(&c.deepfm_hidden_layer_size));
     } else if (key == "deep_fm_dimension") {
       SR_RETURN_IF_ERROR(integer(&c.deep_fm_dimension));
+    } else if (key == "position_weighted") {
+      if (!value.is_object() || value.empty()) {
+        return InvalidArgumentError(source + ": \"position_weighted\" must map feature names (or \"*\") to max ids "
+                                    "per sample, e.g. {\"*\": 20}");
+      }
+      for (const auto& entry : value.items()) {
+        if (!entry.value().is_number_integer() || entry.value().get<int64_t>() < 1 ||
+            entry.value().get<int64_t>() > kMaxPositionWeightedLength) {
+          return InvalidArgumentError(fmt::format("{}: \"position_weighted\" of \"{}\" must be an integer in [1, {}]",
+                                                  source, entry.key(), kMaxPositionWeightedLength));
+        }
+        if (entry.key().empty()) return InvalidArgumentError(source + ": \"position_weighted\" has an empty feature name");
+        c.position_weighted[entry.key()] = entry.value().get<int64_t>();
+      }
     } else {
       return InvalidArgumentError(fmt::format(
           "{}: unknown key \"{}\"; a model config has model, dense_in_features, dense_arch_layer_sizes, "
-          "over_arch_layer_sizes, dcn_num_layers, dcn_low_rank_dim, deepfm_hidden_layer_size, deep_fm_dimension",
+          "over_arch_layer_sizes, dcn_num_layers, dcn_low_rank_dim, deepfm_hidden_layer_size, deep_fm_dimension, "
+          "position_weighted",
           source, key));
     }
   }
@@ -109,7 +136,27 @@ nlohmann::json ModelConfig::ToJson() const {
     j["deepfm_hidden_layer_size"] = deepfm_hidden_layer_size;
     j["deep_fm_dimension"] = deep_fm_dimension;
   }
+  if (!position_weighted.empty()) j["position_weighted"] = position_weighted;
   return j;
+}
+
+StatusOr<std::map<std::string, int64_t>> ModelConfig::PositionWeightedFeatures(
+    const std::vector<std::string>& features) const {
+  std::map<std::string, int64_t> out;
+  for (const auto& [name, length] : position_weighted) {
+    if (name == "*") continue;
+    if (std::find(features.begin(), features.end(), name) == features.end()) {
+      return InvalidArgumentError(fmt::format("model {}: position_weighted names feature '{}', which no table has "
+                                              "(features: {})",
+                                              model, name, fmt::join(features, ", ")));
+    }
+    out[name] = length;
+  }
+  auto all = position_weighted.find("*");
+  if (all != position_weighted.end()) {
+    for (const auto& f : features) out.emplace(f, all->second);
+  }
+  return out;
 }
 
 Status ModelConfig::Check(int64_t features, int64_t dim) const {

@@ -1,6 +1,8 @@
 // The unsharded EmbeddingBagCollection (see embedding_bag_collection.h).
 #include "shardrec/core/modules/embedding_bag_collection.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace shardrec {
@@ -76,6 +78,11 @@ StatusOr<KeyedTensor> EmbeddingBagCollection::Forward(const KeyedJaggedTensor& i
 
 Status EmbeddingBagCollection::Backward(const KeyedJaggedTensor& input, const Tensor& grad, int64_t iteration,
                                         double learning_rate) const {
+  return Backward(input, grad, iteration, learning_rate, nullptr);
+}
+
+Status EmbeddingBagCollection::Backward(const KeyedJaggedTensor& input, const Tensor& grad, int64_t iteration,
+                                        double learning_rate, std::vector<float>* id_weight_grad) const {
   SR_ASSIGN_OR_RETURN(auto features, tables_.SelectFeatures(input));
   SR_ASSIGN_OR_RETURN(int64_t batch, BatchSize(features));
   int64_t width = 0;
@@ -86,6 +93,17 @@ Status EmbeddingBagCollection::Backward(const KeyedJaggedTensor& input, const Te
                                             width, ShapeString(grad.shape())));
   }
   const std::vector<int64_t> rows(features.keys().size(), 0);
+  if (id_weight_grad != nullptr) {
+    std::vector<float> mine(features.values().size());
+    SR_RETURN_IF_ERROR(tables_.IdWeightGradient(features, rows, Columns(), grad, mine));
+    id_weight_grad->assign(input.values().size(), 0.0f);
+    const auto from = features.offset_per_key(), at = input.offset_per_key();
+    for (int k = 0; k < features.num_keys(); ++k) {
+      const int index = input.KeyIndex(features.keys()[static_cast<size_t>(k)]);
+      std::copy(mine.begin() + from[static_cast<size_t>(k)], mine.begin() + from[static_cast<size_t>(k) + 1],
+                id_weight_grad->begin() + at[static_cast<size_t>(index)]);
+    }
+  }
   return tables_.Backward(features, rows, Columns(), grad, iteration, learning_rate);
 }
 

@@ -1,6 +1,7 @@
 // EmbeddingTables: one kernel object, many tables (see embedding_tables.h).
 #include "shardrec/core/modules/embedding_tables.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -9,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "shardrec/core/dl_view.h"
+#include "shardrec/core/tensor/dtype_convert.h"
 
 namespace shardrec {
 
@@ -297,6 +299,63 @@ Status EmbeddingTables::Backward(const KeyedJaggedTensor& features, const std::v
   args.iteration = iteration;
   args.learning_rate = learning_rate;
   return kernel_.Backward(args);
+}
+
+Status EmbeddingTables::IdWeightGradient(const KeyedJaggedTensor& features, const std::vector<int64_t>& rows,
+                                         const std::vector<int64_t>& columns, const Tensor& grad,
+                                         std::span<float> out) const {
+  SR_RETURN_IF_ERROR(PrepareLookup(features, rows, columns).status());
+  if (out.size() != features.values().size()) {
+    return InternalError("id weight gradient: the output has the wrong size");
+  }
+  std::fill(out.begin(), out.end(), 0.0f);
+  if (!SameDType(grad.dtype(), dtype::kFloat32) || grad.ndim() != 2) {
+    return InvalidArgumentError("id weight gradient: the gradient must be 2-D float32");
+  }
+  const int64_t width = grad.size(1);
+  const float* g = grad.data<float>();
+  const auto& offsets = features.offsets();
+  const auto& values = features.values();
+  for (size_t f = 0; f < features_.size(); ++f) {
+    const int32_t t = features_[f].table;
+    const auto& config = configs_[static_cast<size_t>(t)];
+    if (!config.is_weighted || config.pooling == PoolingType::kNone) continue;
+    const int64_t dim = config.embedding_dim;
+    const int64_t first_bag = features.BagOffset(static_cast<int>(f));
+    const int64_t bags = features.stride_per_key()[f];
+    if (columns[f] < 0 || columns[f] + dim > width || rows[f] < 0 || rows[f] + bags > grad.size(0)) {
+      return InternalError("id weight gradient: feature " + features_[f].name + " falls outside the gradient");
+    }
+    // The rows of the feature's in-range ids, in one read.
+    std::vector<int64_t> ids;
+    std::vector<size_t> where;
+    for (auto i = static_cast<size_t>(offsets[static_cast<size_t>(first_bag)]);
+         i < static_cast<size_t>(offsets[static_cast<size_t>(first_bag + bags)]); ++i) {
+      if (values[i] < 0 || values[i] >= config.num_embeddings) continue;
+      ids.push_back(values[i]);
+      where.push_back(i);
+    }
+    if (ids.empty()) continue;
+    SR_ASSIGN_OR_RETURN(auto info, Info(t));
+    Tensor w = Tensor::Empty(info.weight_dtype, {static_cast<int64_t>(ids.size()), dim});
+    SR_RETURN_IF_ERROR(ReadRows(t, ids, &w, nullptr));
+    SR_ASSIGN_OR_RETURN(Tensor w32, ToFloat32(w, config.name));
+    const float* r = w32.data<float>();
+    size_t k = 0;
+    for (int64_t b = 0; b < bags && k < where.size(); ++b) {
+      const auto end = static_cast<size_t>(offsets[static_cast<size_t>(first_bag + b + 1)]);
+      const int64_t length = end - static_cast<size_t>(offsets[static_cast<size_t>(first_bag + b)]);
+      const float scale = config.pooling == PoolingType::kMean && length > 1 ? 1.0f / static_cast<float>(length) : 1.0f;
+      const float* gb = g + (rows[f] + b) * width + columns[f];
+      for (; k < where.size() && where[k] < end; ++k) {
+        const float* row = r + static_cast<int64_t>(k) * dim;
+        float dot = 0;
+        for (int64_t c = 0; c < dim; ++c) dot += row[c] * gb[c];
+        out[where[k]] = dot * scale;
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace shardrec

@@ -1,6 +1,7 @@
 // RankTables (rank_tables.h).
 #include "shardrec/core/modules/rank_tables.h"
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 
@@ -98,6 +99,26 @@ Status RankTables::Backward(const KeyedJaggedTensor& kjt, const std::vector<int6
   return ForEachGroup(kjt, rows, cols, [&](const EmbeddingTables& t, const KeyedJaggedTensor& k,
                                            const std::vector<int64_t>& r, const std::vector<int64_t>& c) {
     return t.Backward(k, r, c, grad, iteration, learning_rate);
+  });
+}
+
+Status RankTables::IdWeightGradient(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows,
+                                    const std::vector<int64_t>& cols, const Tensor& grad, std::span<float> out) const {
+  std::fill(out.begin(), out.end(), 0.0f);
+  if (groups_.empty()) return Status::Ok();
+  const auto at = kjt.offset_per_key();  // where each key's ids start in `out`
+  return ForEachGroup(kjt, rows, cols, [&](const EmbeddingTables& t, const KeyedJaggedTensor& k,
+                                           const std::vector<int64_t>& r, const std::vector<int64_t>& c) {
+    if (&k == &kjt) return t.IdWeightGradient(k, r, c, grad, out);
+    std::vector<float> part(k.values().size());
+    SR_RETURN_IF_ERROR(t.IdWeightGradient(k, r, c, grad, part));
+    const auto from = k.offset_per_key();
+    for (int key = 0; key < k.num_keys(); ++key) {
+      const int index = kjt.KeyIndex(k.keys()[static_cast<size_t>(key)]);
+      std::copy(part.begin() + from[static_cast<size_t>(key)], part.begin() + from[static_cast<size_t>(key) + 1],
+                out.begin() + at[static_cast<size_t>(index)]);
+    }
+    return Status::Ok();
   });
 }
 

@@ -1,6 +1,7 @@
 // ShardedEmbeddingBagCollection (sharded_embedding_bag_collection.h).
 #include "shardrec/core/modules/sharded_embedding_bag_collection.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -169,6 +170,12 @@ StatusOr<KeyedTensor> ShardedEmbeddingBagCollection::Forward(const KeyedJaggedTe
   }
   times_.lookup += lap();
 
+  input_value_at_.clear();
+  const auto input_at = input.offset_per_key();
+  for (const auto& key : in.local.keys()) {
+    input_value_at_.push_back(input_at[static_cast<size_t>(input.KeyIndex(key))]);
+  }
+  input_values_ = input.values().size();
   last_ = std::move(in);
   SR_RETURN_IF_ERROR(PlaceOutput(pooled, out));
   times_.output_dist += lap();
@@ -292,7 +299,72 @@ Status ShardedEmbeddingBagCollection::ReplicaBackward(const Tensor& grad, int64_
   return tables_.replicas().Backward(ids, std::vector<int64_t>(cols.size(), 0), cols, all, iteration, learning_rate);
 }
 
+Status ShardedEmbeddingBagCollection::IdWeightGradient(const Tensor& grad, const Tensor* shard_grad,
+                                                       std::vector<float>& local) const {
+  const ShardLayout& layout = tables_.layout();
+  const ProcessGroup& group = tables_.group();
+  const int world = group.world_size(), me = group.rank();
+  const DistributedInput& in = *last_;
+  local.assign(in.local.values().size(), 0.0f);
+  bool sharded_weighted = false;
+  for (const auto& t : layout.plan().tables) sharded_weighted |= t.config.is_weighted && !t.placement.replicated;
+  if (shard_grad != nullptr && sharded_weighted) {
+    // Each received id's part, on the shard holding its row.
+    const KeyedJaggedTensor& received = in.received;
+    std::vector<float> part(received.values().size());
+    const auto cols = SlotColumns(me);
+    SR_RETURN_IF_ERROR(tables_.shards().IdWeightGradient(received, std::vector<int64_t>(cols.size(), 0), cols,
+                                                         *shard_grad, part));
+    // Back to each id's rank: source r's ids of every slot, slot by slot,
+    // which is the order r sent them in.
+    std::vector<int64_t> send_counts(static_cast<size_t>(world), 0), recv_counts(static_cast<size_t>(world), 0);
+    std::vector<float> send;
+    send.reserve(part.size());
+    for (int r = 0; r < world; ++r) {
+      int64_t before = 0;
+      for (int q = 0; q < r; ++q) before += batch_per_rank_[static_cast<size_t>(q)];
+      for (int k = 0; k < received.num_keys(); ++k) {
+        const int64_t bag = received.BagOffset(k) + before;
+        const int64_t from = received.offsets()[static_cast<size_t>(bag)];
+        const int64_t to = received.offsets()[static_cast<size_t>(bag + batch_per_rank_[static_cast<size_t>(r)])];
+        send.insert(send.end(), part.begin() + from, part.begin() + to);
+        send_counts[static_cast<size_t>(r)] += to - from;
+      }
+    }
+    const auto slots = layout.slot_counts();
+    size_t key = 0;
+    for (int d = 0; d < world; ++d) {
+      for (int64_t k = 0; k < slots[static_cast<size_t>(d)]; ++k) recv_counts[static_cast<size_t>(d)] += in.sent_per_key[key++];
+    }
+    Tensor recv = Tensor::Empty(dtype::kFloat32, {static_cast<int64_t>(in.origin.size())});
+    SR_RETURN_IF_ERROR(group.AllToAllV(Tensor::FromVector(send), send_counts, &recv, recv_counts)
+                           .WithContext("id weight gradient dist"));
+    // Column blocks of one row each sent a part: they add up.
+    const float* got = recv.data<float>();
+    for (size_t j = 0; j < in.origin.size(); ++j) local[static_cast<size_t>(in.origin[j])] += got[j];
+  }
+  if (!tables_.replica_features().empty()) {
+    std::vector<int64_t> cols;
+    for (int32_t f : tables_.replica_features()) cols.push_back(layout.features()[static_cast<size_t>(f)].output_col);
+    std::vector<float> part(in.replica_local.values().size());
+    SR_RETURN_IF_ERROR(tables_.replicas().IdWeightGradient(in.replica_local, std::vector<int64_t>(cols.size(), 0),
+                                                           cols, grad, part));
+    const auto from = in.replica_local.offset_per_key(), at = in.local.offset_per_key();
+    for (int k = 0; k < in.replica_local.num_keys(); ++k) {
+      const int index = in.local.KeyIndex(in.replica_local.keys()[static_cast<size_t>(k)]);
+      std::copy(part.begin() + from[static_cast<size_t>(k)], part.begin() + from[static_cast<size_t>(k) + 1],
+                local.begin() + at[static_cast<size_t>(index)]);
+    }
+  }
+  return Status::Ok();
+}
+
 Status ShardedEmbeddingBagCollection::Backward(const Tensor& grad, int64_t iteration, double learning_rate) {
+  return Backward(grad, iteration, learning_rate, nullptr);
+}
+
+Status ShardedEmbeddingBagCollection::Backward(const Tensor& grad, int64_t iteration, double learning_rate,
+                                               std::vector<float>* id_weight_grad) {
   if (!last_) return FailedPreconditionError("Backward needs a Forward first (each Backward uses the last Forward's input)");
   Lap lap;
   const int64_t batch = last_->local.stride_per_key().empty() ? 0 : last_->local.stride_per_key()[0];
@@ -301,11 +373,25 @@ Status ShardedEmbeddingBagCollection::Backward(const Tensor& grad, int64_t itera
     return InvalidArgumentError(fmt::format("gradient: expected shape [{}, {}] (batch, sum of dims), got {}", batch,
                                             tables_.layout().output_width(), ShapeString(grad.shape())));
   }
+  std::optional<Tensor> shard_grad;
   if (tables_.layout().any_sharded()) {
-    SR_ASSIGN_OR_RETURN(Tensor shard_grad, ReturnGradient(grad));
+    SR_ASSIGN_OR_RETURN(shard_grad, ReturnGradient(grad));
+  }
+  if (id_weight_grad != nullptr) {
+    // Before any row changes.
+    std::vector<float> local;
+    SR_RETURN_IF_ERROR(IdWeightGradient(grad, shard_grad ? &*shard_grad : nullptr, local));
+    id_weight_grad->assign(input_values_, 0.0f);
+    const auto at = last_->local.offset_per_key();
+    for (int k = 0; k < last_->local.num_keys(); ++k) {
+      std::copy(local.begin() + at[static_cast<size_t>(k)], local.begin() + at[static_cast<size_t>(k) + 1],
+                id_weight_grad->begin() + input_value_at_[static_cast<size_t>(k)]);
+    }
+  }
+  if (shard_grad) {
     const auto cols = SlotColumns(tables_.group().rank());
     SR_RETURN_IF_ERROR(tables_.shards().Backward(last_->received, std::vector<int64_t>(cols.size(), 0), cols,
-                                                 shard_grad, iteration, learning_rate));
+                                                 *shard_grad, iteration, learning_rate));
   }
   SR_RETURN_IF_ERROR(ReplicaBackward(grad, iteration, learning_rate));
   times_.backward += lap();

@@ -19,14 +19,30 @@ StatusOr<std::unique_ptr<ModelTrainer>> ModelTrainer::Create(const ProcessGroup*
   SR_ASSIGN_OR_RETURN(auto spec, dense::DenseOptimizerSpec::Parse(options.dense_optimizer));
   SR_ASSIGN_OR_RETURN(auto model, CreateRecModel(options.model, features, dim, dense::DenseInit(options.seed)));
   if (options.clip_norm < 0) return InvalidArgumentError("the dense gradient clip norm must be >= 0");
-  return std::unique_ptr<ModelTrainer>(
-      new ModelTrainer(group, std::move(model), dense::DenseOptimizer(std::move(spec)), options));
+  std::optional<PositionWeightedModule> position_weights;
+  if (!options.model.position_weighted.empty()) {
+    SR_ASSIGN_OR_RETURN(auto lengths, options.model.PositionWeightedFeatures(options.feature_names));
+    if (lengths.empty()) return InvalidArgumentError("model: position_weighted covers no feature");
+    SR_ASSIGN_OR_RETURN(auto made, PositionWeightedModule::Create(lengths));
+    position_weights.emplace(std::move(made));
+  }
+  return std::unique_ptr<ModelTrainer>(new ModelTrainer(group, std::move(model), std::move(position_weights),
+                                                        dense::DenseOptimizer(std::move(spec)), options));
 }
 
-ModelTrainer::ModelTrainer(const ProcessGroup* group, std::unique_ptr<RecModel> model, dense::DenseOptimizer optimizer,
+ModelTrainer::ModelTrainer(const ProcessGroup* group, std::unique_ptr<RecModel> model,
+                           std::optional<PositionWeightedModule> position_weights, dense::DenseOptimizer optimizer,
                            ModelTrainerOptions options)
-    : group_(group), model_(std::move(model)), optimizer_(std::move(optimizer)), options_(std::move(options)) {
-  params_ = model_->Parameters();
+    : group_(group),
+      model_(std::move(model)),
+      position_weights_(std::move(position_weights)),
+      optimizer_(std::move(optimizer)),
+      options_(std::move(options)) {
+  // TorchRec registers the sparse arch (and its feature processors) before
+  // the dense layers; backward finishes them last, so their bucket is the
+  // last to start.
+  if (position_weights_) params_ = position_weights_->Parameters();
+  for (dense::Parameter* p : model_->Parameters()) params_.push_back(p);
   if (group_ != nullptr && group_->world_size() > 1) buckets_.emplace(*group_, params_, options_.bucket_bytes);
 }
 
@@ -51,7 +67,23 @@ StatusOr<DenseStep> ModelTrainer::Accumulate(const Tensor& pooled, const Tensor&
   return step;
 }
 
+StatusOr<KeyedJaggedTensor> ModelTrainer::ProcessFeatures(const KeyedJaggedTensor& features) {
+  if (!position_weights_) return features;
+  return position_weights_->Forward(features);
+}
+
 StatusOr<DenseStep> ModelTrainer::Step(const Tensor& pooled, const Tensor& dense, const Tensor& labels) {
+  if (position_weights_) {
+    return FailedPreconditionError("a model with position weights trains in two halves: Backward, the collection's "
+                                   "backward with the id weight gradient, then Update");
+  }
+  SR_ASSIGN_OR_RETURN(DenseStep step, Backward(pooled, dense, labels));
+  SR_RETURN_IF_ERROR(Update());
+  return step;
+}
+
+StatusOr<DenseStep> ModelTrainer::Backward(const Tensor& pooled, const Tensor& dense, const Tensor& labels) {
+  if (pending_update_) return FailedPreconditionError("Backward twice without an Update between");
   for (dense::Parameter* p : params_) std::fill(p->grad.span<float>().begin(), p->grad.span<float>().end(), 0.0f);
   GradientsReady ready;
   if (buckets_) ready = [this](const std::vector<dense::Parameter*>& ps) { return buckets_->Ready(ps); };
@@ -94,6 +126,22 @@ StatusOr<DenseStep> ModelTrainer::Step(const Tensor& pooled, const Tensor& dense
       std::copy_n(sums[k].data<float>(), sums[k].numel(), params_[k]->grad.data<float>());
     }
   }
+  pending_update_ = true;
+  return step;
+}
+
+Status ModelTrainer::Update(const std::vector<float>* id_weight_grad) {
+  if (!pending_update_) return FailedPreconditionError("Update needs a Backward first");
+  pending_update_ = false;
+  if (position_weights_) {
+    if (id_weight_grad == nullptr) {
+      return InvalidArgumentError("the model has position weights: Update needs the collection's id weight gradient");
+    }
+    const auto start = Clock::now();
+    SR_RETURN_IF_ERROR(position_weights_->Backward(*id_weight_grad, std::max(options_.slices, 1)));
+    times_.backward += Since(start);
+    if (buckets_) SR_RETURN_IF_ERROR(buckets_->Ready(position_weights_->Parameters()));
+  }
   if (buckets_) {
     const double before = buckets_->exposed_seconds();
     SR_RETURN_IF_ERROR(buckets_->Finish());
@@ -111,7 +159,7 @@ StatusOr<DenseStep> ModelTrainer::Step(const Tensor& pooled, const Tensor& dense
   if (options_.clip_norm > 0) dense::ClipGradNorm(params_, options_.clip_norm);
   SR_RETURN_IF_ERROR(optimizer_.Step(params_));
   times_.optimizer += Since(start);
-  return step;
+  return Status::Ok();
 }
 
 }  // namespace shardrec

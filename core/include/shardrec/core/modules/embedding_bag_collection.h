@@ -29,6 +29,11 @@ class EmbeddingBagCollection {
   // is 1-based (Adam's bias correction); NaN learning rate = the configured.
   Status Backward(const KeyedJaggedTensor& input, const Tensor& grad, int64_t iteration,
                   double learning_rate = std::numeric_limits<double>::quiet_NaN()) const;
+  // As Backward, and first (from the rows before the update) the gradient
+  // with respect to every id's per-sample weight: one float per value of
+  // `input`, 0 for ids of unweighted tables or of keys no table serves.
+  Status Backward(const KeyedJaggedTensor& input, const Tensor& grad, int64_t iteration, double learning_rate,
+                  std::vector<float>* id_weight_grad) const;
 
   const EmbeddingTables& tables() const { return tables_; }
   std::vector<std::string> feature_names() const;

@@ -96,6 +96,14 @@ class EmbeddingTables {
   Status Backward(const KeyedJaggedTensor& features, const std::vector<int64_t>& rows,
                   const std::vector<int64_t>& columns, const Tensor& grad, int64_t iteration,
                   double learning_rate) const;
+  // The gradient with respect to every id's per-sample weight, for pooled
+  // features of weighted tables: for id i in bag b of feature f,
+  //   out[i] = <row of i, grad[rows[f] + b, columns[f] .. + dim]>
+  // (divided by the bag's length for a mean table), with the rows as they
+  // are now: call it before Backward updates them. Ids outside their table
+  // and ids of other features get 0. out: one float per value of `features`.
+  Status IdWeightGradient(const KeyedJaggedTensor& features, const std::vector<int64_t>& rows,
+                          const std::vector<int64_t>& columns, const Tensor& grad, std::span<float> out) const;
 
  private:
   EmbeddingTables(Kernel kernel, std::vector<EmbeddingTableConfig> configs, EmbeddingModuleOptions options,

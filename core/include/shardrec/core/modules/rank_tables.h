@@ -41,6 +41,10 @@ class RankTables {
                  Tensor& output, int64_t* invalid = nullptr) const;
   Status Backward(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
                   const Tensor& grad, int64_t iteration, double learning_rate) const;
+  // EmbeddingTables::IdWeightGradient over every group: one float per
+  // value of `kjt` into `out`.
+  Status IdWeightGradient(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows,
+                          const std::vector<int64_t>& cols, const Tensor& grad, std::span<float> out) const;
 
   StatusOr<Tensor> ReadWeights(size_t piece) const;  // in the table's dtype
   StatusOr<Tensor> ReadState(size_t piece) const;    // float32 [rows, state_dim]

@@ -46,6 +46,14 @@ class ShardedEmbeddingBagCollection {
   // grad: float32 [local batch, sum of dims] for the last Forward's output.
   Status Backward(const Tensor& grad, int64_t iteration,
                   double learning_rate = std::numeric_limits<double>::quiet_NaN());
+  // As Backward, and first the gradient with respect to every id's
+  // per-sample weight (what a PositionWeightedModule trains): one float
+  // per value of the last Forward's input, in its order; 0 for ids of
+  // unweighted tables or of keys no table serves. Shards compute it where
+  // the rows live, from the rows before this update (<row, dL/dpooled of
+  // the bag>, column blocks' parts added), and send it back along the
+  // input dist's path.
+  Status Backward(const Tensor& grad, int64_t iteration, double learning_rate, std::vector<float>* id_weight_grad);
 
   const ShardedTables& tables() const { return tables_; }
   // Collective: a whole table as the unsharded module would hold it.
@@ -62,6 +70,9 @@ class ShardedEmbeddingBagCollection {
   Status PlaceOutput(const Tensor& pooled, Tensor& out) const;
   StatusOr<Tensor> ReturnGradient(const Tensor& grad) const;
   Status ReplicaBackward(const Tensor& grad, int64_t iteration, double learning_rate) const;
+  // Per id of last_->local: the sharded features' part (shard_grad: this
+  // rank's shards' gradient, from ReturnGradient) and the replicas' part.
+  Status IdWeightGradient(const Tensor& grad, const Tensor* shard_grad, std::vector<float>& local) const;
   std::vector<int64_t> SlotColumns(int rank) const;
 
   ShardedTables tables_;
@@ -70,6 +81,10 @@ class ShardedEmbeddingBagCollection {
   // The last Forward's, for Backward.
   std::optional<DistributedInput> last_;
   std::vector<int64_t> batch_per_rank_;
+  // Where each key of last_->local starts in the Forward input's values,
+  // and how many values that input had.
+  std::vector<int64_t> input_value_at_;
+  size_t input_values_ = 0;
 };
 
 }  // namespace shardrec

@@ -17,6 +17,7 @@
 
 #include "shardrec/core/comm/process_group.h"
 #include "shardrec/core/dense/dense_optimizer.h"
+#include "shardrec/core/feature_processors/position_weighted.h"
 #include "shardrec/core/models/rec_model.h"
 #include "shardrec/core/train/gradient_buckets.h"
 
@@ -36,6 +37,9 @@ struct ModelTrainerOptions {
   // that optimizers which normalise the step (Adagrad, Adam) do not
   // magnify rounding in tiny gradients.
   int slices = 1;
+  // The sparse features, in the collection's order: needed when the model
+  // has position weights ("*" expands to them).
+  std::vector<std::string> feature_names;
 };
 
 struct DenseStepTimes {
@@ -53,6 +57,16 @@ class ModelTrainer {
   static StatusOr<std::unique_ptr<ModelTrainer>> Create(const ProcessGroup* group, int64_t features, int64_t dim,
                                                         const ModelTrainerOptions& options);
   StatusOr<DenseStep> Step(const Tensor& pooled, const Tensor& dense, const Tensor& labels);
+  // The two halves of Step (see the top of this file).
+  StatusOr<DenseStep> Backward(const Tensor& pooled, const Tensor& dense, const Tensor& labels);
+  // id_weight_grad: the collection's per-id weight gradient for the
+  // features ProcessFeatures returned; required with position weights.
+  Status Update(const std::vector<float>* id_weight_grad = nullptr);
+  // The features with their position weights (unchanged without them).
+  StatusOr<KeyedJaggedTensor> ProcessFeatures(const KeyedJaggedTensor& features);
+  bool has_position_weights() const { return position_weights_.has_value(); }
+  // Every trained dense parameter: the position weights, then the model's.
+  const std::vector<dense::Parameter*>& Parameters() const { return params_; }
   // Forward, loss and backward of one slice: gradients added, no step.
   StatusOr<DenseStep> Accumulate(const Tensor& pooled, const Tensor& dense, const Tensor& labels, const GradientsReady& ready);
   // Logits only (evaluation).
@@ -64,10 +78,13 @@ class ModelTrainer {
   int buckets() const { return buckets_ ? buckets_->buckets() : 0; }
 
  private:
-  ModelTrainer(const ProcessGroup* group, std::unique_ptr<RecModel> model, dense::DenseOptimizer optimizer,
+  ModelTrainer(const ProcessGroup* group, std::unique_ptr<RecModel> model,
+               std::optional<PositionWeightedModule> position_weights, dense::DenseOptimizer optimizer,
                ModelTrainerOptions options);
   const ProcessGroup* group_;
   std::unique_ptr<RecModel> model_;
+  std::optional<PositionWeightedModule> position_weights_;
+  bool pending_update_ = false;
   std::vector<dense::Parameter*> params_;
   dense::DenseOptimizer optimizer_;
   ModelTrainerOptions options_;
