@@ -30,6 +30,7 @@ target_link_libraries(shardrec_hiredis INTERFACE ${HIREDIS_LIBRARY})
 # The CPU kernel: oneTBB for parallel loops, Highway for portable SIMD with
 # run-time dispatch (one binary uses AVX2 here and AVX-512 where present).
 find_package(TBB 2021 REQUIRED COMPONENTS tbb)
+find_package(ZLIB REQUIRED)  # gzip click logs (core/data)
 find_package(hwy 1.0 REQUIRED)
 
 # CUDA: the toolkit under /usr/local/cuda is used when present, even without

@@ -24,6 +24,7 @@ main_packages=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgloo-dev libhiredis-dev
   libxxhash-dev     # checkpoint checksums
+  zlib1g-dev        # gzip click logs
   libopenblas-dev pkg-config  # the dense layers' matrix products
   libbenchmark-dev  # `shardrec bench abi`
 )
@@ -32,6 +33,8 @@ test_packages=(
   redis-server                 # the Redis rendezvous tests
   python3-numpy python3-torch  # tests/python: results against torch.nn.EmbeddingBag
   python3-xxhash               # scripts/torchrec_checkpoint.py: checkpoint checksums
+  python3-sklearn              # tests/python: metrics against scikit-learn
+  python3-matplotlib           # `shardrec plot`, train --plot (and its test)
   clang libclang-rt-14-dev     # scripts/fuzz.sh: libFuzzer targets (tests/fuzz)
 )
 packages=("${main_packages[@]}")

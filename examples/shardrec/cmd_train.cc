@@ -40,6 +40,7 @@
 #include "shardrec/core/text/counted.h"
 #include "shardrec/sdk/optimizer.hpp"
 #include "train_data.h"
+#include "train_click_log.h"
 #include "train_model.h"
 
 namespace shardrec::cli {
@@ -61,6 +62,7 @@ struct TrainFlags {
   int64_t save_every = 0, keep_last = 0, chunk_bytes = kDefaultCheckpointChunkBytes;
   bool reset_optimizer = false;
   ModelFlags model;  // --model (docs/models.md)
+  ClickDataFlags click;  // --data, --eval-data, metrics (docs/data.md)
 };
 
 // What the synthetic stream is, in the manifest: a resumed run that differs
@@ -123,6 +125,12 @@ struct RankResult {
   double first_loss = 0, last_loss = 0;
   int buckets = 0;
   std::optional<Diff> dense_verify;
+  // --data: the reader's bytes and the steps' time blocked waiting for it
+  // (per rank); --eval-data: the last held-out pass; the windowed metric.
+  std::vector<int64_t> data_bytes;
+  std::vector<double> data_wait;
+  int64_t bad_lines = 0, epochs_done = 0;
+  std::optional<metrics::BinaryMetrics> eval, windowed;
 };
 
 // The mean of one value over the ranks.
@@ -183,6 +191,33 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       SR_ASSIGN_OR_RETURN(model_ref, ModelRun::Create(nullptr, f.model, tables, f.seed, f.batch, world, true));
     }
   }
+  // The batches: synthetic (a function of the step), or the click log's.
+  std::unique_ptr<StepInput> input;
+  std::unique_ptr<shardrec::data::ClickLogReader> eval_reader;
+  const bool input_is_log = f.click.train.has_value();
+  {
+    shardrec::data::ClickLogOptions o;
+    o.rank = me;
+    o.world = world;
+    o.batch = f.batch;
+    if (input_is_log || f.click.eval) {
+      SR_RETURN_IF_ERROR(ClickLogFeatures(tables, &o.features, &o.num_embeddings).WithContext("--data"));
+    }
+    o.shuffle_buffer = f.click.shuffle_buffer;
+    o.seed = f.seed;
+    o.skip_bad_lines = f.click.skip_bad_lines;
+    o.threads = f.click.reader_threads;
+    if (input_is_log) {
+      SR_ASSIGN_OR_RETURN(input, StepInput::ClickLog(f.click, o));
+    } else {
+      SR_ASSIGN_OR_RETURN(input, StepInput::Synthetic(&data, me, f.batch, model ? model->config().dense_in_features : 0));
+    }
+    if (f.click.eval) {
+      o.shuffle_buffer = 0;
+      o.skip_bad_lines = f.click.skip_bad_lines;
+      SR_ASSIGN_OR_RETURN(eval_reader, shardrec::data::ClickLogReader::Open(*f.click.eval, o));
+    }
+  }
   // --resume: the tables, the step and the optimizer's iteration; the
   // synthetic stream is a function of the step, so it resumes with it.
   // --verify's unsharded reference resumes from the same checkpoint.
@@ -229,6 +264,10 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
         }
       }
     }
+    if (input_is_log) {
+      SR_RETURN_IF_ERROR(input->Resume(loaded.manifest.extra.value("data", nlohmann::json()))
+                             .WithContext("--resume " + f.resume));
+    }
     result.resumed.emplace(std::move(loaded));
   }
   // --dump-dir: the initial parameters now, each step's batch, the final ones at the end.
@@ -254,10 +293,47 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   // Every rank starts its clock together (rank 0 made the reference and
   // printed the plan), so no rank's input dist times a peer's set-up.
   SR_RETURN_IF_ERROR(group.Barrier().WithContext("before the first step"));
+  // --model: the windowed metric (every rank keeps its share of the window)
+  // and the CSV, which rank 0 writes.
+  std::optional<MetricsLog> metrics_log;
+  if (model) {
+    SR_ASSIGN_OR_RETURN(auto made, MetricsLog::Create(me == 0 ? f.click.metrics_out : "",
+                                                      std::max<int64_t>(1, f.click.metrics_window / world)));
+    metrics_log.emplace(std::move(made));
+  }
+  const auto run_start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(); };
+  // A held-out pass: every rank's share of the log through the collection
+  // and the model, metrics over all of it.
+  auto evaluate = [&](int64_t done) -> Status {
+    if (!eval_reader || !model) return Status::Ok();
+    Predict predict = [&](const KeyedJaggedTensor& sparse, const Tensor& dense) -> StatusOr<Tensor> {
+      KeyedJaggedTensor in = sparse;
+      if (model->has_position_weights()) {
+        SR_ASSIGN_OR_RETURN(in, model->ProcessFeatures(sparse));
+      }
+      SR_ASSIGN_OR_RETURN(KeyedTensor pooled, mc ? mc->Forward(in, /*training=*/false) : ebc.Forward(in));
+      return model->trainer().Predict(pooled.values(), dense);
+    };
+    SR_ASSIGN_OR_RETURN(metrics::BinaryMetrics m, EvaluatePass(group, *eval_reader, predict));
+    result.eval = m;
+    SR_RETURN_IF_ERROR(metrics_log->Write("eval", done, done * world * f.batch, input->epoch(), m.log_loss, m, elapsed()));
+    if (show) {
+      progress.Note(fmt::format("held-out after step {}: AUC {:.4f}, NE {:.4f}, log loss {:.4f}, calibration {:.3f}, "
+                                "accuracy {:.4f} ({} samples)",
+                                done, m.auc, m.ne, m.log_loss, m.calibration, m.accuracy, m.samples));
+    }
+    return Status::Ok();
+  };
   for (int64_t step = result.first_step; step < f.steps; ++step) {
-    const KeyedJaggedTensor batch = data.Batch(me, step, f.batch);
+    const auto wait_start = std::chrono::steady_clock::now();
+    SR_ASSIGN_OR_RETURN(StepBatch in, input->Next(step));
+    const KeyedJaggedTensor& batch = in.sparse;
+    result.bad_lines += in.bad_lines;
     lookups += static_cast<int64_t>(batch.values().size());
-    const auto start = std::chrono::steady_clock::now();
+    // The step's clock starts before the batch is taken: time the reader
+    // did not hide counts against the step.
+    const auto start = input_is_log ? wait_start : std::chrono::steady_clock::now();
     ++iteration;
     // With position weights the collection sees the weighted batch, and
     // hands back each id's weight gradient for the model's update.
@@ -266,10 +342,10 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     if (weighted) {
       SR_ASSIGN_OR_RETURN(processed, model->ProcessFeatures(batch));
     }
-    const KeyedJaggedTensor& input = weighted ? processed : batch;
-    SR_ASSIGN_OR_RETURN(KeyedTensor out, mc ? mc->Forward(input, /*training=*/true) : ebc.Forward(input));
+    const KeyedJaggedTensor& input_kjt = weighted ? processed : batch;
+    SR_ASSIGN_OR_RETURN(KeyedTensor out, mc ? mc->Forward(input_kjt, /*training=*/true) : ebc.Forward(input_kjt));
     if (model) {
-      SR_ASSIGN_OR_RETURN(Tensor dpooled, model->Backward(data, batch, out.values(), step, me * f.batch));
+      SR_ASSIGN_OR_RETURN(Tensor dpooled, model->Backward(out.values(), in.dense, in.labels));
       std::vector<float> id_weight_grad;
       SR_RETURN_IF_ERROR(ebc.Backward(dpooled, iteration, std::numeric_limits<double>::quiet_NaN(),
                                       weighted ? &id_weight_grad : nullptr));
@@ -291,8 +367,23 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
         SR_RETURN_IF_ERROR(dump->Batch(step, data, world, f.batch, model->config().dense_in_features));
       }
       loss_text = fmt::format("loss {:.4f}", loss);
+      // The windowed metric every --metrics-every steps (collective, untimed).
+      metrics_log->Add(model->last_logits(), in.labels);
+      const int64_t done_steps = step + 1;
+      if (done_steps % f.click.metrics_every == 0 || done_steps == f.steps) {
+        SR_ASSIGN_OR_RETURN(metrics::BinaryMetrics m, metrics_log->Windowed(group));
+        result.windowed = m;
+        loss_text += fmt::format(", AUC {:.4f}", m.auc);
+        SR_RETURN_IF_ERROR(metrics_log->Write("train", done_steps, done_steps * world * f.batch, input->epoch(), loss,
+                                              m, elapsed()));
+      } else if (result.windowed) {
+        loss_text += fmt::format(", AUC {:.4f}", result.windowed->auc);
+      }
     }
     progress.Step(step + 1 - result.first_step, static_cast<double>(world * f.batch) / secs, loss_text);
+    if (f.click.eval_every > 0 && (step + 1) % f.click.eval_every == 0 && step + 1 != f.steps) {
+      SR_RETURN_IF_ERROR(evaluate(step + 1));
+    }
     if (f.verify) {
       // Every rank's output to rank 0, which runs the same step unsharded.
       SR_ASSIGN_OR_RETURN(Tensor all,
@@ -308,7 +399,9 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
         result.verify->output.Add(all, want.values());
         Tensor ref_grad = grad;
         if (model_ref) {
-          SR_ASSIGN_OR_RETURN(ref_grad, model_ref->Backward(data, global, want.values(), step, 0));
+          const int64_t rows = world * f.batch;
+          const Tensor dense = data.DenseFeatures(step, 0, rows, model_ref->config().dense_in_features);
+          SR_ASSIGN_OR_RETURN(ref_grad, model_ref->Backward(want.values(), dense, data.Labels(global, dense, step, 0)));
         }
         std::vector<float> id_weight_grad;
         if (ref) {
@@ -332,7 +425,7 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       req.optimizer_iteration = iteration;
       req.keep_last = static_cast<int>(f.keep_last);
       req.chunk_bytes = f.chunk_bytes;
-      req.extra["data"] = DataRecord(f, world, done);
+      req.extra["data"] = input_is_log ? input->Record() : DataRecord(f, world, done);
       DenseCheckpointState dense;
       if (model) {
         dense = model->CheckpointState();
@@ -344,6 +437,14 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       if (show) progress.Note(fmt::format("saved {} ({}) in {:.2f} s", saved.dir.string(), FormatByteSize(saved.bytes), save_secs));
     }
   }
+  SR_RETURN_IF_ERROR(evaluate(f.steps));
+  SR_ASSIGN_OR_RETURN(result.data_bytes, AllGatherValues(group, input->bytes_read()));
+  SR_ASSIGN_OR_RETURN(auto wait_ns, AllGatherValues(group, static_cast<int64_t>(input->wait_seconds() * 1e9)));
+  for (int64_t ns : wait_ns) result.data_wait.push_back(static_cast<double>(ns) * 1e-9);
+  SR_ASSIGN_OR_RETURN(auto bad, AllGatherValues(group, result.bad_lines));
+  result.bad_lines = 0;
+  for (int64_t b : bad) result.bad_lines += b;
+  result.epochs_done = input->epoch();
   SR_ASSIGN_OR_RETURN(auto ns_per_rank, AllGatherValues(group, static_cast<int64_t>(my_seconds * 1e9)));
   for (int64_t n : ns_per_rank) {
     result.rank_seconds.push_back(static_cast<double>(n) * 1e-9);
@@ -496,6 +597,17 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
       j["model"] = {{"name", f.model.model}, {"first_loss", r.first_loss}, {"last_loss", r.last_loss},
                     {"dense_optimizer", f.model.dense_optimizer}, {"buckets", r.buckets}};
     }
+    auto metrics_json = [](const metrics::BinaryMetrics& m) {
+      return nlohmann::json{{"samples", m.samples}, {"auc", m.auc}, {"ne", m.ne}, {"log_loss", m.log_loss},
+                            {"calibration", m.calibration}, {"accuracy", m.accuracy}};
+    };
+    if (r.eval) j["eval"] = metrics_json(*r.eval);
+    if (r.windowed) j["train_window"] = metrics_json(*r.windowed);
+    if (f.click.train) {
+      j["data_bytes_per_rank"] = r.data_bytes;
+      j["data_wait_s_per_rank"] = r.data_wait;
+      j["bad_lines"] = r.bad_lines;
+    }
     if (r.resumed) {
       j["resumed_from"] = {{"dir", r.resumed->dir.string()}, {"step", r.first_step}, {"seconds", r.resume_seconds},
                            {"optimizer_state_loaded", r.resumed->optimizer_state_loaded}};
@@ -563,6 +675,28 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
     out += fmt::format("checkpoint {}: {} in {:.2f} s ({}B/s){}\n", c.dir, FormatByteSize(c.bytes), c.seconds,
                        Rate(static_cast<double>(c.bytes) / std::max(c.seconds, 1e-9)),
                        c.removed.empty() ? "" : "; removed by --keep-last: " + fmt::format("{}", fmt::join(c.removed, ", ")));
+  }
+  if (!r.data_bytes.empty() && f.click.train) {
+    int64_t bytes = 0;
+    double wait = 0;
+    for (size_t i = 0; i < r.data_bytes.size(); ++i) {
+      bytes = std::max(bytes, r.data_bytes[i]);
+      wait += r.data_wait[i] / world;
+    }
+    out += fmt::format("data: {} ({} read per rank, {} epoch(s) begun{}); waiting for it {:.3f} s per rank, {:.1f}% of "
+                       "the steps\n",
+                       f.click.data, FormatByteSize(bytes), r.epochs_done + 1,
+                       r.bad_lines > 0 ? fmt::format(", {} bad line(s) skipped", r.bad_lines) : "", wait,
+                       mean_seconds > 0 ? 100.0 * wait / mean_seconds : 0.0);
+  }
+  if (r.windowed) {
+    out += fmt::format("training window (last {} samples): AUC {:.4f}, NE {:.4f}, log loss {:.4f}, calibration {:.3f}\n",
+                       r.windowed->samples, r.windowed->auc, r.windowed->ne, r.windowed->log_loss, r.windowed->calibration);
+  }
+  if (r.eval) {
+    out += fmt::format("held-out ({} samples): AUC {:.4f}, NE {:.4f}, log loss {:.4f}, calibration {:.3f}, accuracy "
+                       "{:.4f}\n",
+                       r.eval->samples, r.eval->auc, r.eval->ne, r.eval->log_loss, r.eval->calibration, r.eval->accuracy);
   }
   out += "memory per rank (weights + optimizer state):";
   for (size_t i = 0; i < r.bytes.size(); ++i) out += fmt::format(" [{}] {}", i, FormatByteSize(r.bytes[i]));
@@ -645,6 +779,7 @@ int RunTrain(const std::vector<std::string>& args) {
       ("checkpoint-chunk", po::value(&f.checkpoint_chunk)->default_value(f.checkpoint_chunk),
        "rows are saved and loaded in chunks of about this many bytes per rank: the extra memory a save or load takes");
   AddModelOptions(desc, &f.model);
+  AddClickDataOptions(desc, &f.click);
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("train", args, desc, nullptr, &vm, &code,
@@ -696,6 +831,22 @@ int RunTrain(const std::vector<std::string>& args) {
   }
   if (f.model.model.empty() && !f.model.dump_dir.empty()) return fail("--dump-dir needs --model");
   if (f.model.model.empty() && f.model.position_weighted != 0) return fail("--position-weighted needs --model");
+  if (Status s = CheckClickDataFlags(&f.click); !s.ok()) return fail(s.message());
+  if (f.model.model.empty() && (f.click.train || f.click.eval || !f.click.metrics_out.empty())) {
+    return fail("--data, --eval-data and --metrics-out need --model (a click log trains a whole model)");
+  }
+  if (f.click.train && f.verify) {
+    return fail("--verify replays synthetic batches on rank 0; with --data, judge the model with --eval-data");
+  }
+  if (f.click.train && !f.model.dump_dir.empty()) return fail("--dump-dir replays synthetic batches; not with --data");
+  if (f.click.epochs > 0 && !vm["steps"].defaulted()) return fail("give --epochs or --steps, not both");
+  if (f.click.train || f.click.eval) {
+    auto config = LoadModelConfig(f.model);
+    if (config.ok() && config->dense_in_features != shardrec::data::kCriteoDense) {
+      return fail(fmt::format("--data: a Criteo log has {} dense features, the model's dense_in_features is {}",
+                              shardrec::data::kCriteoDense, config->dense_in_features));
+    }
+  }
   if (!f.model.model.empty()) {
     if (Status s = CheckModelFlags(&f.model); !s.ok()) return fail(s.message());
     if (vm["tables"].defaulted()) {
@@ -784,6 +935,17 @@ int RunTrain(const std::vector<std::string>& args) {
     spec = std::move(loaded).value();
   }
 
+  // --epochs: the steps that many passes over --data take at this world size.
+  if (f.click.epochs > 0) {
+    const int world = env.ok() && env->launched() ? env->world_size : comm.world_size;
+    const int64_t per_epoch = f.click.train_samples / (std::max(world, 1) * f.batch);
+    if (per_epoch == 0) {
+      return fail(fmt::format("--data holds {} samples, fewer than one global batch ({} ranks x {})",
+                              f.click.train_samples, world, f.batch));
+    }
+    f.steps = f.click.epochs * per_epoch;
+  }
+
   HostSession session;
   if (!OpenSession("train", g, kAllPluginKinds, &session)) return kExitUsage;
   options.kernel_options = session.plugin_options.For("kernel", f.kernel);
@@ -808,6 +970,9 @@ int RunTrain(const std::vector<std::string>& args) {
   std::mutex out;
   return RunOnRanks("train", args, comm, session, [&](const ProcessGroup& group) {
     const bool lead = group.rank() == 0;
+    const std::string data_desc = f.click.train ? fmt::format("{} ({} samples per epoch)", f.click.data,
+                                                              f.click.train_samples)
+                                                : data->Describe();
     // The plan, made the same way on every rank, before any work.
     PlanRequest req;
     req.tables = tables.value();
@@ -847,7 +1012,7 @@ int RunTrain(const std::vector<std::string>& args) {
         std::cout << fmt::format("shardrec train: {} ({}), kernel {}, {}, {} of {} per rank, {}, optimizer {}\n",
                                  Counted(group.world_size(), "rank"), group.backend(), f.kernel,
                                  Counted(static_cast<int64_t>(tables->size()), "table"), Counted(f.steps, "step"),
-                                 Counted(f.batch, "sample"), data->Describe(), options.optimizer.ToString())
+                                 Counted(f.batch, "sample"), data_desc, options.optimizer.ToString())
                   << FormatPlan(plan.value()) << std::flush;
       }
     }
@@ -858,7 +1023,14 @@ int RunTrain(const std::vector<std::string>& args) {
       return kExitFailure;
     }
     if (!lead) return kExitOk;
-    Report(result.value(), f, group, plan.value(), g.json, data->Describe());
+    Report(result.value(), f, group, plan.value(), g.json, data_desc);
+    if (!f.click.plot.empty()) {
+      if (Status st = PlotMetrics(f.click.metrics_out, f.click.plot, PlantedAuc(f.click.eval_data.empty() ? f.click.data : f.click.eval_data));
+          !st.ok()) {
+        return fail(st.message(), kExitFailure);
+      }
+      if (!g.json) std::cout << "plot: " << f.click.plot << "\n";
+    }
     if (result->verify && !result->verify->Within(f.tolerance)) return kExitFailure;
     if (result->dense_verify && result->dense_verify->scaled > f.tolerance) return kExitFailure;
     return kExitOk;

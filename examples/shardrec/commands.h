@@ -21,5 +21,8 @@ int RunReplayEvictions(const std::vector<std::string>& args);  // replay-evictio
 int RunBenchMc(const std::vector<std::string>& args);       // bench mc
 int RunBenchCheckpoint(const std::vector<std::string>& args);  // bench checkpoint
 int RunCheckpointInspect(const std::vector<std::string>& args);  // checkpoint inspect
+int RunDatagen(const std::vector<std::string>& args);       // datagen
+int RunPlot(const std::vector<std::string>& args);          // plot
+int RunMetrics(const std::vector<std::string>& args);       // metrics
 
 }  // namespace shardrec::cli

@@ -44,6 +44,11 @@ const std::vector<Command>& Commands() {
        &RunCheckpointInspect},
       {"comm check", "every collective of a comm backend against locally computed results",
        &RunCommCheck},
+      {"datagen", "write a Criteo-format click log from a planted model, with the planted model's own AUC",
+       &RunDatagen},
+      {"metrics", "AUC, NE, log loss, calibration, accuracy of predictions (.npy), as train computes them",
+       &RunMetrics},
+      {"plot", "draw a train --metrics-out CSV: loss and AUC against samples (matplotlib)", &RunPlot},
       {"launch", "run a command as this host's ranks of a job (torchrun-style variables)", &RunLaunch},
   };
   return commands;

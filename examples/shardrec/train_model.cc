@@ -137,14 +137,11 @@ StatusOr<std::unique_ptr<ModelRun>> ModelRun::Create(const ProcessGroup* group, 
   return run;
 }
 
-StatusOr<Tensor> ModelRun::Backward(const SyntheticData& data, const KeyedJaggedTensor& batch, const Tensor& pooled,
-                                    int64_t step, int64_t first) {
-  const int64_t rows = pooled.size(0);
-  const Tensor dense = data.DenseFeatures(step, first, rows, config_.dense_in_features);
-  const Tensor labels = data.Labels(batch, dense, step, first);
+StatusOr<Tensor> ModelRun::Backward(const Tensor& pooled, const Tensor& dense, const Tensor& labels) {
   SR_ASSIGN_OR_RETURN(DenseStep s, trainer_->Backward(pooled, dense, labels));
   if (first_loss_ < 0) first_loss_ = s.loss;
   last_loss_ = s.loss;
+  last_logits_ = std::move(s.logits);
   return std::move(s.dpooled);
 }
 

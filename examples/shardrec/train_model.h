@@ -58,11 +58,13 @@ class ModelRun {
   // The batch as the collection sees it (with position weights, if any).
   StatusOr<KeyedJaggedTensor> ProcessFeatures(const KeyedJaggedTensor& batch) { return trainer_->ProcessFeatures(batch); }
   bool has_position_weights() const { return trainer_->has_position_weights(); }
-  // The dense half of one step on samples [first, first + pooled rows) of
-  // `step`: returns dL/dpooled. Then the collection's backward, then Update
-  // (with its id weight gradient when has_position_weights()).
-  StatusOr<Tensor> Backward(const SyntheticData& data, const KeyedJaggedTensor& batch, const Tensor& pooled,
-                            int64_t step, int64_t first);
+  // The dense half of one step over the collection's output, the batch's
+  // dense features and labels: returns dL/dpooled. Then the collection's
+  // backward, then Update (with its id weight gradient when
+  // has_position_weights()).
+  StatusOr<Tensor> Backward(const Tensor& pooled, const Tensor& dense, const Tensor& labels);
+  // The last Backward's logits [batch].
+  const Tensor& last_logits() const { return last_logits_; }
   Status Update(const std::vector<float>* id_weight_grad) { return trainer_->Update(id_weight_grad); }
   ModelTrainer& trainer() { return *trainer_; }
   double last_loss() const { return last_loss_; }
@@ -75,6 +77,7 @@ class ModelRun {
   ModelConfig config_;
   std::unique_ptr<ModelTrainer> trainer_;
   double first_loss_ = -1, last_loss_ = 0;
+  Tensor last_logits_;
 };
 
 // --dump-dir: what a reference implementation needs to replay a --model

@@ -53,6 +53,7 @@ StatusOr<DenseStep> ModelTrainer::Accumulate(const Tensor& pooled, const Tensor&
   DenseStep step;
   Tensor dlogits;
   SR_ASSIGN_OR_RETURN(step.loss, BceWithLogits(logits, labels, &dlogits));
+  step.logits = logits;
   const int64_t batch = logits.size(0);
   const int64_t loss_batch = options_.loss_batch > 0 ? options_.loss_batch : batch;
   if (loss_batch != batch) {
@@ -106,6 +107,7 @@ StatusOr<DenseStep> ModelTrainer::Backward(const Tensor& pooled, const Tensor& d
       return out;
     };
     step.dpooled = Tensor::Empty(dtype::kFloat32, pooled.shape());
+    step.logits = Tensor::Empty(dtype::kFloat32, {batch});
     const int64_t per = pooled.numel() / batch;
     // Each slice's gradients on their own, then summed in slice order, as
     // an all-reduce over ranks adds them.
@@ -116,6 +118,7 @@ StatusOr<DenseStep> ModelTrainer::Backward(const Tensor& pooled, const Tensor& d
       SR_ASSIGN_OR_RETURN(DenseStep part, Accumulate(slice(pooled, i), slice(dense, i), slice(labels, i), ready));
       step.loss += part.loss / slices;
       std::copy_n(part.dpooled.data<float>(), rows * per, step.dpooled.data<float>() + i * rows * per);
+      std::copy_n(part.logits.data<float>(), rows, step.logits.data<float>() + i * rows);
       for (size_t k = 0; k < params_.size(); ++k) {
         float* sum = sums[k].data<float>();
         const float* g = params_[k]->grad.data<float>();

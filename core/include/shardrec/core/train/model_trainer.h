@@ -49,6 +49,7 @@ struct DenseStepTimes {
 struct DenseStep {
   double loss = 0;  // this rank's mean loss
   Tensor dpooled;   // dL/dpooled, for the sparse half's backward
+  Tensor logits;    // [B], for metrics
 };
 
 class ModelTrainer {
