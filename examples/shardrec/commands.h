@@ -24,5 +24,7 @@ int RunCheckpointInspect(const std::vector<std::string>& args);  // checkpoint i
 int RunDatagen(const std::vector<std::string>& args);       // datagen
 int RunPlot(const std::vector<std::string>& args);          // plot
 int RunMetrics(const std::vector<std::string>& args);       // metrics
+int RunBenchData(const std::vector<std::string>& args);     // bench data
+int RunDemo(const std::vector<std::string>& args);          // demo, and no arguments at all (the main job)
 
 }  // namespace shardrec::cli

@@ -1,7 +1,8 @@
 // `shardrec`: the host program. It finds plugins, and runs jobs made of them.
 // Subcommands are chosen by their leading words; everything after them is
-// parsed by that subcommand (see cli.h). With no subcommand it runs the
-// main job, `train`, on its embedded default (DESIGN.md: "Running it").
+// parsed by that subcommand (see cli.h). With no arguments at all it runs
+// the main job, `demo` (a small DLRM learns a planted click log); options
+// without a command are train's (DESIGN.md: "Running it").
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -19,7 +20,10 @@ namespace shardrec::cli {
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
-      {"train", "train sharded embedding tables on synthetic data: throughput, time split, memory, --verify",
+      {"demo", "the main job: a small DLRM learns a planted click log; its AUC against the planted model's",
+       &RunDemo},
+      {"train", "train sharded embedding tables (synthetic data, or --model --data click logs): throughput, "
+                "time split, memory, metrics, --verify",
        &RunTrain},
       {"plugins list", "list the plugins found: kind, name, version, library, ABI, capabilities",
        &RunPluginsList},
@@ -38,6 +42,8 @@ const std::vector<Command>& Commands() {
        &RunBenchMc},
       {"bench checkpoint", "checkpoint save and load speed vs a sequential write/read probe; peak extra memory",
        &RunBenchCheckpoint},
+      {"bench data", "the click-log reader alone on 1 and 2 threads vs a read-only probe of the same bytes",
+       &RunBenchData},
       {"replay-evictions", "replay a recorded id stream through each eviction policy: hit rates side by side",
        &RunReplayEvictions},
       {"checkpoint inspect", "what a checkpoint holds (step, optimizer, tables, files); --verify checks every file",
@@ -61,8 +67,9 @@ void PrintTopHelp() {
             << " - sharded embedding tables: a host plus plugins (sharders, compute kernels,\n"
                "comm backends, eviction policies) behind one stable C ABI.\n\n"
                "usage: shardrec [COMMAND] [options]\n\n"
-               "With no command, shardrec runs its main job, 'shardrec train', on the embedded\n"
-               "default: sharded training on 2 ranks as threads (options are train's).\n\n"
+               "With no arguments, shardrec runs its main job, 'shardrec demo': a small DLRM learns a\n"
+               "planted click log on 2 ranks as threads and is scored against the planted model. With\n"
+               "options but no command, they are train's (synthetic sharded training by default).\n\n"
                "commands:\n";
   size_t width = 0;
   for (const Command& c : Commands()) width = std::max(width, c.words.size());
@@ -99,6 +106,8 @@ int Dispatch(const std::vector<std::string>& args) {
       return c.run(std::vector<std::string>(args.begin() + words.size(), args.end()));
     }
   }
+  // No arguments at all: the main job.
+  if (args.empty()) return RunDemo(args);
   if (!args.empty() && args[0].rfind("-", 0) != 0) {
     std::cerr << "shardrec: unknown command '" << args[0] << (args.size() > 1 ? " " + args[1] : "")
               << "'. Commands:\n";

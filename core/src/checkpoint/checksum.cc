@@ -10,8 +10,6 @@
 
 #include <fmt/format.h>
 
-#include "file_io.h"
-
 namespace shardrec {
 
 struct Xxh3Stream::State {
@@ -37,10 +35,8 @@ StatusOr<uint64_t> Xxh3OfFile(const std::filesystem::path& path, int64_t* bytes,
   if (fd < 0) return Status(SR_NOT_FOUND, path.string() + ": cannot open: " + std::strerror(errno));
   Xxh3Stream hash;
   std::vector<char> buf(std::max<size_t>(chunk_bytes, 4096));
-  int64_t total = 0, advised_to = 0;
+  int64_t total = 0;
   for (;;) {
-    // The disk reads on while the bytes before are hashed (file_io.h).
-    checkpoint::AdviseAhead(fd, total, static_cast<int64_t>(buf.size()), int64_t{16} << 20, &advised_to);
     const ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {

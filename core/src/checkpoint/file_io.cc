@@ -48,20 +48,6 @@ Status FileHandle::Append(const void* data, size_t size) {
   return Status::Ok();
 }
 
-void AdviseAhead(int fd, int64_t offset, int64_t size, int64_t ahead, int64_t* advised_to) {
-  const int64_t end = offset + size;
-  if (*advised_to < offset) *advised_to = offset;  // a jump: start again here
-  if (*advised_to - end >= ahead / 2) return;
-  const int64_t from = *advised_to, to = end + ahead;
-  (void)::posix_fadvise(fd, from, to - from, POSIX_FADV_WILLNEED);
-  *advised_to = to;
-}
-
-Status FileHandle::ReadAhead(void* data, size_t size, int64_t offset, int64_t ahead) {
-  AdviseAhead(fd_, offset, static_cast<int64_t>(size), ahead, &advised_to_);
-  return ReadAt(data, size, offset);
-}
-
 Status FileHandle::ReadAt(void* data, size_t size, int64_t offset) const {
   char* p = static_cast<char*>(data);
   while (size > 0) {

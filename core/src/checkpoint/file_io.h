@@ -19,18 +19,13 @@ class FileHandle {
   // A new file (O_EXCL: never someone else's), for writing.
   static StatusOr<FileHandle> Create(const std::filesystem::path& path);
   static StatusOr<FileHandle> OpenForReading(const std::filesystem::path& path);
-  FileHandle(FileHandle&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)), advised_to_(o.advised_to_) { o.fd_ = -1; }
+  FileHandle(FileHandle&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
   FileHandle& operator=(FileHandle&&) = delete;
   ~FileHandle();
 
   Status Append(const void* data, size_t size);
   // Exactly `size` bytes at `offset`; fewer is an error ("truncated").
   Status ReadAt(void* data, size_t size, int64_t offset) const;
-  // ReadAt for a reader going through the file in order: keeps the disk
-  // reading up to `ahead` bytes beyond the bytes asked for
-  // (posix_fadvise WILLNEED), so it works while the caller hashes and
-  // copies them instead of waiting for each read in turn.
-  Status ReadAhead(void* data, size_t size, int64_t offset, int64_t ahead);
   Status SyncAndClose();  // fsync, then close
   const std::filesystem::path& path() const { return path_; }
 
@@ -38,13 +33,7 @@ class FileHandle {
   FileHandle(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
   int fd_ = -1;
   std::filesystem::path path_;
-  int64_t advised_to_ = 0;  // ReadAhead asked the kernel for the bytes before this
 };
-
-// posix_fadvise(WILLNEED) of [*advised_to, offset + size + ahead) when less
-// than half of `ahead` is still asked for beyond the read: advisory, so
-// failures are ignored.
-void AdviseAhead(int fd, int64_t offset, int64_t size, int64_t ahead, int64_t* advised_to);
 
 // One .npy being streamed to a new file: its prefix, then the array's bytes
 // appended in pieces, hashed (XXH3) on the way; Finish fsyncs it.

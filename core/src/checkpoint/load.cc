@@ -78,9 +78,6 @@ struct OpenFile {
 // Reads and hashes in pieces this size, so that the hash (and the copy into
 // the table after it) find the bytes still in the cache.
 constexpr int64_t kHashPieceBytes = int64_t{1} << 20;
-// How far ahead of a reader going through a file in order the disk is kept
-// reading: enough to cover the hash and the copy of several pieces.
-constexpr int64_t kReadAheadBytes = int64_t{16} << 20;
 
 class PartLoader {
  public:
@@ -259,11 +256,11 @@ class PartLoader {
     bytes_read_ += size;
     if (!file->hash || offset != file->hashed_to) {
       file->hash.reset();
-      return file->handle.ReadAhead(out, static_cast<size_t>(size), offset, kReadAheadBytes);
+      return file->handle.ReadAt(out, static_cast<size_t>(size), offset);
     }
     for (int64_t done = 0; done < size;) {
       const int64_t piece = std::min(kHashPieceBytes, size - done);
-      SR_RETURN_IF_ERROR(file->handle.ReadAhead(out + done, static_cast<size_t>(piece), offset + done, kReadAheadBytes));
+      SR_RETURN_IF_ERROR(file->handle.ReadAt(out + done, static_cast<size_t>(piece), offset + done));
       file->hash->Update(out + done, static_cast<size_t>(piece));
       done += piece;
     }
