@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "shardrec/core/random/split_mix.h"
+
 #include "sample_source.h"
 
 namespace shardrec::data {
@@ -28,14 +30,6 @@ namespace {
 bool IsTsvName(const fs::path& p) {
   const std::string ext = p.extension().string();
   return ext == ".tsv" || ext == ".txt" || ext == ".gz";
-}
-
-// splitmix64: a permutation that is the same on every rank and build.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 }  // namespace
@@ -177,9 +171,9 @@ class ClickLogReader::Impl {
     for (int64_t i = 0; i < got; ++i) order_[static_cast<size_t>(i)] = i;
     if (o_.shuffle_buffer > 0) {
       // Fisher-Yates by (seed, epoch, window): the same on every rank.
-      uint64_t state = Mix(o_.seed ^ Mix(static_cast<uint64_t>(epoch_) ^ Mix(static_cast<uint64_t>(window_first_))));
+      uint64_t state = SplitMix64(o_.seed ^ SplitMix64(static_cast<uint64_t>(epoch_) ^ SplitMix64(static_cast<uint64_t>(window_first_))));
       for (int64_t i = got - 1; i > 0; --i) {
-        state = Mix(state);
+        state = SplitMix64(state);
         const auto j = static_cast<int64_t>(state % static_cast<uint64_t>(i + 1));
         std::swap(order_[static_cast<size_t>(i)], order_[static_cast<size_t>(j)]);
       }

@@ -11,22 +11,17 @@
 
 #include <fmt/format.h>
 
+#include "shardrec/core/random/split_mix.h"
+
 namespace shardrec::data {
 
 namespace {
 
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // A small counter-based generator: the stream of sample i.
 class Stream {
  public:
-  explicit Stream(uint64_t key) : state_(Mix(key)) {}
-  uint64_t Bits() { return state_ = Mix(state_); }
+  explicit Stream(uint64_t key) : state_(SplitMix64(key)) {}
+  uint64_t Bits() { return state_ = SplitMix64(state_); }
   double Uniform() { return static_cast<double>(Bits() >> 11) * 0x1.0p-53; }  // [0, 1)
   double Gauss() {
     const double u = std::max(Uniform(), 1e-300), v = Uniform();
@@ -89,7 +84,7 @@ CriteoRow PlantedClickModel::Sample(int64_t index, double* logit, std::array<boo
     const double u = s.Uniform();
     const auto k = static_cast<uint64_t>(std::lower_bound(zipf_cdf_.begin(), zipf_cdf_.end(), u) - zipf_cdf_.begin());
     const uint64_t key = (static_cast<uint64_t>(f) << 40) ^ k;
-    row.sparse[static_cast<size_t>(f)] = absent ? 0 : (Mix(o_.seed ^ kHashTag ^ key) & 0xffffffffULL);
+    row.sparse[static_cast<size_t>(f)] = absent ? 0 : (SplitMix64(o_.seed ^ kHashTag ^ key) & 0xffffffffULL);
     if (missing) (*missing)[static_cast<size_t>(1 + kCriteoDense + f)] = absent;
     if (!absent && f < o_.informative) l += o_.id_effect * GaussOf(o_.seed ^ kIdTag ^ key);
   }

@@ -3,18 +3,9 @@
 #include <cmath>
 #include <random>
 
+#include "shardrec/core/random/split_mix.h"
+
 namespace shardrec::dense {
-
-namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 uint64_t DenseInit::StreamSeed(const std::string& name) const {
   uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a of the name
