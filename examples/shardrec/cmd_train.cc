@@ -255,9 +255,10 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
                     : 0;
     // The same stream only if it is drawn the same way: say so when not.
     if (show && loaded.manifest.extra.contains("data")) {
-      nlohmann::json was = loaded.manifest.extra["data"], now = DataRecord(f, world, result.first_step);
+      nlohmann::json was = loaded.manifest.extra["data"];
+      const nlohmann::json now = input_is_log ? input->Record() : DataRecord(f, world, result.first_step);
       for (const auto& [key, value] : now.items()) {
-        if (key != "position" && was.value(key, nlohmann::json()) != value) {
+        if (key != "position" && key != "epoch" && was.value(key, nlohmann::json()) != value) {
           PrintLine(std::cerr, fmt::format("shardrec train: note: --resume: the checkpoint's data had {} {}, this run "
                                            "{}: the run does not continue the same sample sequence",
                                            key, was.value(key, nlohmann::json()).dump(), value.dump()));

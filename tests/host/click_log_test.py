@@ -100,6 +100,12 @@ def main():
             b = [x for x in rows(resumed) if x["split"] == "eval"][-1]
             expect("its final held-out metrics equal the straight run's", a["auc"] == b["auc"] and
                    a["log_loss"] == b["log_loss"], (a, b))
+            expect("resuming the same stream prints no note about another one", "note: --resume" not in r3.stderr,
+                   r3.stderr)
+            r4 = run("train", *common, *shuffled[:2], "--shuffle-buffer", "1000", "--optimizer", "adagrad,lr=0.05",
+                     "--dense-optimizer", "adam,lr=0.005", "--steps", "60", "--resume", ckpt)
+            expect("resuming with another shuffle buffer says the sequence differs", r4.returncode == 0 and
+                   "the checkpoint's data had shuffle_buffer 3000, this run 1000" in r4.stderr, r4.stderr)
 
         # Bad data.
         bad = os.path.join(tmp, "bad.tsv")
