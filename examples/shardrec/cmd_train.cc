@@ -256,6 +256,7 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     // The same stream only if it is drawn the same way: say so when not.
     if (show && loaded.manifest.extra.contains("data")) {
       nlohmann::json was = loaded.manifest.extra["data"];
+      if (!was.is_object()) was = nlohmann::json::object();
       const nlohmann::json now = input_is_log ? input->Record() : DataRecord(f, world, result.first_step);
       for (const auto& [key, value] : now.items()) {
         if (key != "position" && key != "epoch" && was.value(key, nlohmann::json()) != value) {

@@ -202,7 +202,8 @@ double PlantedAuc(const std::string& data_spec) {
     if (!fs::exists(dir / "planted.json", ec)) continue;
     std::ifstream in(dir / "planted.json");
     const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_object() && j.contains("planted_on_eval") && j["planted_on_eval"].value("auc", nlohmann::json()).is_number()) {
+    if (j.is_object() && j.contains("planted_on_eval") && j["planted_on_eval"].is_object() &&
+        j["planted_on_eval"].value("auc", nlohmann::json()).is_number()) {
       return j["planted_on_eval"]["auc"].get<double>();
     }
     return std::nan("");

@@ -43,8 +43,13 @@ StatusOr<const json*> DenseEntry(const json& extra, const std::string& source) {
 // The manifest's file entry for (name, kind), checked for form.
 StatusOr<const json*> FileEntry(const json& files, const std::string& name, const std::string& kind,
                                 const std::string& source) {
+  // A field of another type is no match (json::value would throw on it).
+  auto text = [](const json& o, const char* key) {
+    const auto it = o.find(key);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
   for (const json& f : files) {
-    if (f.is_object() && f.value("name", "") == name && f.value("kind", "") == kind) {
+    if (f.is_object() && text(f, "name") == name && text(f, "kind") == kind) {
       if (!f.contains("path") || !f["path"].is_string() || !f.contains("shape") || !f["shape"].is_array() ||
           !f.contains("bytes") || !f["bytes"].is_number_integer() || !f.contains("xxh3_64") || !f["xxh3_64"].is_string()) {
         return InvalidArgumentError(fmt::format("{}: dense file entry for {} ({}) lacks path, shape, bytes or xxh3_64",
