@@ -46,6 +46,10 @@ PlantedClickModel::PlantedClickModel(PlantedClickModelOptions o) : o_(o) {
     zipf_cdf_[k] = sum;
   }
   for (double& c : zipf_cdf_) c /= sum;
+  for (int j = 0; j < kCriteoDense; ++j) {
+    mu_[static_cast<size_t>(j)] = 0.3 + 2.2 * Stream(o_.seed ^ kMuTag ^ static_cast<uint64_t>(j)).Uniform();
+    dense_weight_[static_cast<size_t>(j)] = o_.dense_effect * GaussOf(o_.seed ^ kDenseTag ^ static_cast<uint64_t>(j));
+  }
   // The bias: about base_rate clicks over a fixed sample of the stream.
   std::vector<double> logits;
   for (int64_t i = 0; i < 20000; ++i) {
@@ -68,7 +72,7 @@ CriteoRow PlantedClickModel::Sample(int64_t index, double* logit, std::array<boo
   CriteoRow row;
   double l = bias_;
   for (int j = 0; j < kCriteoDense; ++j) {
-    const double mu = 0.3 + 2.2 * Stream(o_.seed ^ kMuTag ^ static_cast<uint64_t>(j)).Uniform();
+    const double mu = mu_[static_cast<size_t>(j)];
     const bool absent = s.Uniform() < 0.1;
     int64_t x = static_cast<int64_t>(std::floor(std::exp(mu + 1.2 * s.Gauss()))) - 1;
     if (j != 1) x = std::max<int64_t>(x, 0);
@@ -77,7 +81,7 @@ CriteoRow PlantedClickModel::Sample(int64_t index, double* logit, std::array<boo
     if (missing) (*missing)[static_cast<size_t>(1 + j)] = absent;
     // Standardised roughly by the draw's own scale: log(1 + x) ~ mu +- 1.2.
     const double z = (CriteoDenseTransform(x) - mu) / 1.2;
-    l += o_.dense_effect * GaussOf(o_.seed ^ kDenseTag ^ static_cast<uint64_t>(j)) * z;
+    l += dense_weight_[static_cast<size_t>(j)] * z;
   }
   for (int f = 0; f < kCriteoSparse; ++f) {
     const bool absent = s.Uniform() < 0.05;

@@ -48,6 +48,7 @@ class PlantedClickModel {
  private:
   PlantedClickModelOptions o_;
   std::vector<double> zipf_cdf_;
+  std::array<double, kCriteoDense> mu_{}, dense_weight_{};  // per dense feature, from the seed
   double bias_ = 0;
 };
 
