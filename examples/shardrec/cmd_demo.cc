@@ -80,7 +80,14 @@ int RunDemo(const std::vector<std::string>& args) {
             << " rank(s) as threads (`shardrec demo --help`)\n";
   if (!fs::exists(root / "planted.json", ec)) {
     // Written beside, then renamed: an interrupted run leaves no half log.
+    // A --dir of the user's is never emptied: only the cache's own
+    // leftovers are removed.
     const fs::path partial = root.string() + ".partial";
+    if (!dir.empty() && ((fs::exists(root, ec) && !fs::is_empty(root, ec)) || fs::exists(partial, ec))) {
+      std::cerr << "shardrec demo: --dir " << root.string() << " holds something other than a finished click log (or "
+                << partial.string() << " exists); give a new directory\n";
+      return kExitFailure;
+    }
     fs::remove_all(partial, ec);
     fs::create_directories(root.parent_path(), ec);
     std::cout << "writing the click log to " << root.string() << " (once)\n" << std::flush;
