@@ -4,7 +4,7 @@
 # (the host checks the name against what the library says it is), with hidden
 # visibility, a linker script that exports only shardrec_plugin_get_api_v1,
 # no undefined symbols, and a static CUDA runtime if it has CUDA sources.
-# <kind> is sharder, kernel, comm, eviction, or bundle for a library that
+# <kind> is sharder, kernel, comm, eviction, codec, or bundle for a library that
 # carries components of several kinds.
 #
 # Installed with the SDK; in-tree plugins use the same function. Set
@@ -13,8 +13,8 @@ set(_shardrec_plugin_helpers_dir "${CMAKE_CURRENT_LIST_DIR}")
 
 function(shardrec_add_plugin target)
   cmake_parse_arguments(ARG "" "KIND;NAME" "SOURCES;LIBS" ${ARGN})
-  if(NOT ARG_KIND MATCHES "^(sharder|kernel|comm|eviction|bundle)$")
-    message(FATAL_ERROR "shardrec_add_plugin(${target}): KIND must be sharder, kernel, comm, eviction or bundle, got '${ARG_KIND}'")
+  if(NOT ARG_KIND MATCHES "^(sharder|kernel|comm|eviction|codec|bundle)$")
+    message(FATAL_ERROR "shardrec_add_plugin(${target}): KIND must be sharder, kernel, comm, eviction, codec or bundle, got '${ARG_KIND}'")
   endif()
   if(NOT ARG_NAME MATCHES "^[a-z0-9_]+$")
     message(FATAL_ERROR "shardrec_add_plugin(${target}): NAME must match [a-z0-9_]+, got '${ARG_NAME}'")

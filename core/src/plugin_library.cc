@@ -23,6 +23,7 @@ constexpr size_t kSharderVtableV10 = SR_STRUCT_SIZE(sr_sharder_vtable, estimate_
 constexpr size_t kKernelVtableV10 = SR_STRUCT_SIZE(sr_kernel_vtable, reset_rows);
 constexpr size_t kCommVtableV10 = SR_STRUCT_SIZE(sr_comm_vtable, request_destroy);
 constexpr size_t kEvictionVtableV10 = SR_STRUCT_SIZE(sr_eviction_vtable, select);
+constexpr size_t kCodecVtableV12 = SR_STRUCT_SIZE(sr_codec_vtable, decode);  // the kind came in 1.2
 constexpr size_t kNamedValueV10 = SR_STRUCT_SIZE(sr_named_value, value_size);
 
 // Checks each required function pointer of a vtable; returns the first
@@ -80,14 +81,23 @@ Status ValidateVtable(const sr_component& c) {
                                    SR_ENTRY_(v, score)});
       break;
     }
+    case SR_KIND_CODEC: {
+      need = kCodecVtableV12;
+      auto* v = static_cast<const sr_codec_vtable*>(c.vtable);
+      if (size >= need)
+        missing = FirstMissing({SR_ENTRY_(v, create), SR_ENTRY_(v, destroy),
+                                   SR_ENTRY_(v, quantized_dtype), SR_ENTRY_(v, quantized_size),
+                                   SR_ENTRY_(v, encode), SR_ENTRY_(v, decode)});
+      break;
+    }
     default:
       return InvalidArgumentError("component '" + std::string(c.name) + "' has unknown kind " +
                                   std::to_string(c.kind));
   }
   if (size < need) {
     return InvalidArgumentError(who + ": vtable struct_size " + std::to_string(size) +
-                                " is smaller than the " + std::to_string(need) +
-                                " bytes ABI 1.0 requires");
+                                " is smaller than the " + std::to_string(need) + " bytes ABI " +
+                                (c.kind == SR_KIND_CODEC ? "1.2" : "1.0") + " requires");
   }
   if (!missing.empty()) {
     return InvalidArgumentError(who + ": required entry '" + missing + "' is NULL");
@@ -152,24 +162,25 @@ const char* KindName(int32_t kind) {
     case SR_KIND_KERNEL: return "kernel";
     case SR_KIND_COMM: return "comm";
     case SR_KIND_EVICTION: return "eviction";
+    case SR_KIND_CODEC: return "codec";
     default: return "unknown";
   }
 }
 
 int32_t KindFromName(const std::string& name) {
-  for (int32_t k : {SR_KIND_SHARDER, SR_KIND_KERNEL, SR_KIND_COMM, SR_KIND_EVICTION}) {
+  for (int32_t k : {SR_KIND_SHARDER, SR_KIND_KERNEL, SR_KIND_COMM, SR_KIND_EVICTION, SR_KIND_CODEC}) {
     if (name == KindName(k)) return k;
   }
   return 0;
 }
 
 StatusOr<PluginFileName> ParsePluginFileName(const std::string& file_name) {
-  static const std::regex kPattern("libshardrec_(sharder|kernel|comm|eviction|bundle)_([a-z0-9_]+)\\.so");
+  static const std::regex kPattern("libshardrec_(sharder|kernel|comm|eviction|codec|bundle)_([a-z0-9_]+)\\.so");
   std::smatch m;
   if (!std::regex_match(file_name, m, kPattern)) {
     return InvalidArgumentError("file name '" + file_name +
                                 "' does not follow libshardrec_<kind>_<name>.so with kind one of "
-                                "sharder, kernel, comm, eviction, bundle and name [a-z0-9_]+");
+                                "sharder, kernel, comm, eviction, codec, bundle and name [a-z0-9_]+");
   }
   return PluginFileName{m[1].str(), m[2].str()};
 }
@@ -202,6 +213,8 @@ std::string PluginLibrary::AbiVersion() const {
 std::vector<ComponentRef> PluginLibrary::Components() {
   std::vector<ComponentRef> out;
   for (size_t i = 0; i < api_->num_components; ++i) {
+    // A kind from a newer minor than this host's was skipped at load.
+    if (std::string(KindName(api_->components[i].kind)) == "unknown") continue;
     out.push_back(ComponentRef{shared_from_this(), &api_->components[i]});
   }
   return out;
@@ -324,6 +337,11 @@ StatusOr<std::shared_ptr<PluginLibrary>> PluginLibrary::Load(const std::filesyst
       return InvalidArgumentError("component " + std::to_string(i) +
                                   ": name must be [a-z0-9_]+, got '" +
                                   std::string(c.name ? c.name : "(NULL)") + "'");
+    }
+    if (std::string(KindName(c.kind)) == "unknown" && api->abi_minor > SR_ABI_MINOR) {
+      // A kind a newer minor added: this host cannot use it, but the
+      // library's other components still load (ABI rule 2).
+      continue;
     }
     if (file.kind != "bundle" && KindFromName(file.kind) != c.kind) {
       return InvalidArgumentError(std::string("component '") + c.name + "' is of kind " +

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "device/device_staging.h"
+#include "shardrec/sdk/dtype.hpp"
 #include "shardrec/sdk/optimizer.hpp"
 
 namespace shardrec {
@@ -57,6 +58,77 @@ Status EvictionPolicy::Score(const sr_eviction_score_args& args) const {
 Status EvictionPolicy::Select(const sr_eviction_select_args& args) const {
   if (!HasSelect()) return UnimplementedError(Describe() + ": has no select entry");
   return Call("select", [&] { return vtable().select(handle(), &args); });
+}
+
+StatusOr<Codec> Codec::Create(const ComponentRef& ref, const OptionList& options) {
+  SR_RETURN_IF_ERROR(CheckKind(ref, SR_KIND_CODEC));
+  auto* vt = static_cast<const sr_codec_vtable*>(ref.vtable());
+  SR_ASSIGN_OR_RETURN(sr_codec * h, CreateHandle<sr_codec>(ref, [&](auto** out) {
+                        sr_codec_create_args a{};
+                        a.struct_size = SR_STRUCT_SIZE(sr_codec_create_args, options);
+                        a.options = options.view();
+                        return vt->create(&a, out);
+                      }));
+  DLDataType dtype{};
+  Codec codec(ref, h, dtype);
+  SR_RETURN_IF_ERROR(codec.Call("quantized_dtype", [&] { return vt->quantized_dtype(h, &dtype); }));
+  const bool known = (dtype.code == kDLFloat && dtype.bits == 16) || (dtype.code == kDLBfloat && dtype.bits == 16) ||
+                     (dtype.code == kDLUInt && dtype.bits == 8) || (dtype.code == kDLInt && dtype.bits == 8) ||
+                     (dtype.code == kDLFloat && dtype.bits == 32);
+  if (!known || dtype.lanes != 1) {
+    return InvalidArgumentError(codec.Describe() + ": quantized_dtype " + sdk::DTypeName(dtype) +
+                                " is not one a collective carries (float16, bfloat16, uint8, int8, float32)");
+  }
+  codec.dtype_ = dtype;
+  return codec;
+}
+
+StatusOr<int64_t> Codec::QuantizedSize(int64_t rows, int64_t cols) const {
+  int64_t n = -1;
+  SR_RETURN_IF_ERROR(Call("quantized_size", [&] { return vtable().quantized_size(handle(), rows, cols, &n); }));
+  if (n < 0) return InternalError(fmt::format("{}: quantized_size({}, {}) is negative ({})", Describe(), rows, cols, n));
+  return n;
+}
+
+namespace {
+// A flat CPU DLTensor over `n` elements at `data`.
+DLTensor Flat(const void* data, DLDataType dtype, int64_t* n) {
+  DLTensor t{};
+  t.data = const_cast<void*>(data);
+  t.device = {kDLCPU, 0};
+  t.ndim = 1;
+  t.dtype = dtype;
+  t.shape = n;
+  return t;
+}
+}  // namespace
+
+Status Codec::Encode(const float* in, int64_t rows, int64_t cols, void* out) const {
+  SR_ASSIGN_OR_RETURN(int64_t q, QuantizedSize(rows, cols));
+  int64_t n = rows * cols;
+  const DLTensor input = Flat(in, {kDLFloat, 32, 1}, &n);
+  DLTensor output = Flat(out, dtype_, &q);
+  sr_codec_block_args a{};
+  a.struct_size = SR_STRUCT_SIZE(sr_codec_block_args, output);
+  a.rows = rows;
+  a.cols = cols;
+  a.input = &input;
+  a.output = &output;
+  return Call("encode", [&] { return vtable().encode(handle(), &a); });
+}
+
+Status Codec::Decode(const void* in, int64_t rows, int64_t cols, float* out) const {
+  SR_ASSIGN_OR_RETURN(int64_t q, QuantizedSize(rows, cols));
+  int64_t n = rows * cols;
+  const DLTensor input = Flat(in, dtype_, &q);
+  DLTensor output = Flat(out, {kDLFloat, 32, 1}, &n);
+  sr_codec_block_args a{};
+  a.struct_size = SR_STRUCT_SIZE(sr_codec_block_args, output);
+  a.rows = rows;
+  a.cols = cols;
+  a.input = &input;
+  a.output = &output;
+  return Call("decode", [&] { return vtable().decode(handle(), &a); });
 }
 
 StatusOr<Sharder> Sharder::Create(const ComponentRef& ref, const OptionList& options) {

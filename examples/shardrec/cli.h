@@ -81,7 +81,8 @@ struct HostSession {
 // another kind cannot break the command. kNoPlugins: no discovery at all.
 using PluginKinds = std::vector<int32_t>;
 inline const PluginKinds kNoPlugins = {};
-inline const PluginKinds kAllPluginKinds = {SR_KIND_SHARDER, SR_KIND_KERNEL, SR_KIND_COMM, SR_KIND_EVICTION};
+inline const PluginKinds kAllPluginKinds = {SR_KIND_SHARDER, SR_KIND_KERNEL, SR_KIND_COMM, SR_KIND_EVICTION,
+                                           SR_KIND_CODEC};
 
 // Applies the global flags to `session` and finds the plugins of `kinds`
 // they name. On a malformed flag prints the error and returns false.

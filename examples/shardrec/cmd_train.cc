@@ -33,6 +33,7 @@
 #include "shardrec/core/managed_collision/managed_collision_embedding.h"
 #include "shardrec/core/modules/embedding_bag_collection.h"
 #include "shardrec/core/modules/sharded_embedding_bag_collection.h"
+#include "shardrec/core/pipeline/train_pipeline.h"
 #include "shardrec/core/resources/memory.h"
 #include "shardrec/core/sharding/sharding_plan.h"
 #include "shardrec/core/tensor/dtype_convert.h"
@@ -54,6 +55,9 @@ struct TrainFlags {
   int64_t batch = 512, steps = 100;
   uint64_t seed = 0;
   bool verify = false, no_fast_paths = false;
+  std::string pipeline = "auto";
+  PipelineMode pipeline_mode = PipelineMode::kSparseDist;
+  std::string qcomm;  // --qcomm, as given
   double tolerance = 1e-5;
   std::vector<std::string> managed_collision;  // TABLE:SPEC
   int64_t raw_id_space = 0;                    // 0: 10 x the rows of each managed table
@@ -101,6 +105,7 @@ struct RankResult {
   std::vector<double> step_seconds;  // rank 0's, per step
   std::vector<int64_t> lookups, bytes;
   std::vector<ShardedStepTimes> times;
+  std::vector<PipelineTimes> pipeline;  // per rank
   std::vector<double> remap_seconds;  // managed collision, per rank
   std::map<std::string, ManagedCollisionStats> mc_stats;
   std::string output_dist;
@@ -155,6 +160,8 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   const int me = group.rank(), world = group.world_size();
   ShardedModuleOptions so;
   so.fast_paths = !f.no_fast_paths;
+  so.qcomm = plan.qcomm;
+  so.codec_options = session.plugin_options.ForKind("codec");
   // With managed tables the module is wrapped; either way `ebc` is the sharded EBC.
   std::optional<ShardedManagedCollisionEmbeddingBagCollection> mc;
   std::optional<ShardedEmbeddingBagCollection> plain;
@@ -327,25 +334,77 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     }
     return Status::Ok();
   };
+  // The batches through the train pipeline (docs/pipeline.md): with
+  // sparse_dist the next batch's fetch and input dist (managed collision's
+  // remap included) run on a thread and a group of their own while this
+  // batch trains; the numbers are the same either way.
+  std::optional<ProcessGroup> dist_group;
+  if (f.pipeline_mode == PipelineMode::kSparseDist) {
+    auto made = group.Duplicate();
+    if (!made.ok()) return made.status().WithContext("--pipeline sparse_dist: the input dist's group");
+    dist_group.emplace(std::move(made).value());
+  }
+  struct Fetched {
+    int64_t step = 0;
+    StepBatch in;
+    KeyedJaggedTensor processed;  // with position weights: the weighted batch
+  };
+  struct StepDist {
+    std::optional<DistributedInput> plain;
+    std::optional<ShardedManagedCollisionEmbeddingBagCollection::Prepared> mc;
+  };
+  // With position weights the collection sees the weighted batch, and
+  // hands back each id's weight gradient for the model's update.
+  const bool weighted = model && model->has_position_weights();
+  int64_t next_fetch = result.first_step;
+  TrainPipelineSparseDist<Fetched, StepDist> pipeline(
+      f.pipeline_mode, dist_group ? &*dist_group : nullptr,
+      [&]() -> StatusOr<std::optional<Fetched>> {
+        if (next_fetch >= f.steps) return std::optional<Fetched>();
+        Fetched b;
+        b.step = next_fetch;
+        SR_ASSIGN_OR_RETURN(b.in, input->Next(next_fetch));
+        ++next_fetch;
+        return std::optional<Fetched>(std::move(b));
+      },
+      [&](Fetched& b, const ProcessGroup* via) -> StatusOr<StepDist> {
+        if (weighted) {
+          SR_ASSIGN_OR_RETURN(b.processed, model->ProcessFeatures(b.in.sparse));
+        }
+        const KeyedJaggedTensor& kjt = weighted ? b.processed : b.in.sparse;
+        StepDist d;
+        if (mc) {
+          SR_ASSIGN_OR_RETURN(auto prepared, mc->Prepare(kjt, via));
+          d.mc.emplace(std::move(prepared));
+        } else {
+          SR_ASSIGN_OR_RETURN(auto distributed, ebc.DistributeInput(kjt, via));
+          d.plain.emplace(std::move(distributed));
+        }
+        return d;
+      });
+  using Prefetch = decltype(pipeline)::Prefetch;
   for (int64_t step = result.first_step; step < f.steps; ++step) {
-    const auto wait_start = std::chrono::steady_clock::now();
-    SR_ASSIGN_OR_RETURN(StepBatch in, input->Next(step));
+    // What of the next batch may start during this step: nothing before a
+    // checkpoint or a held-out pass (they see this step's state and the
+    // reader's position after it); with position weights only its fetch
+    // (the weights this step updates weight its ids before the dist).
+    const int64_t done = step + 1;
+    const bool saves = !f.checkpoint_dir.empty() && f.save_every > 0 && done % f.save_every == 0;
+    const bool evaluates = eval_reader && f.click.eval_every > 0 && done % f.click.eval_every == 0;
+    const Prefetch prefetch = saves || evaluates ? Prefetch::kNothing
+                              : weighted         ? Prefetch::kFetch
+                                                 : Prefetch::kFetchAndDist;
+    const auto start = std::chrono::steady_clock::now();
+    const double fetch_before = pipeline.times().exposed_fetch;
+    SR_ASSIGN_OR_RETURN(auto stage, pipeline.Next(prefetch));
+    if (!stage) return InternalError(fmt::format("the train pipeline ended at step {} of {}", step, f.steps));
+    StepBatch& in = stage->batch.in;
     const KeyedJaggedTensor& batch = in.sparse;
     result.bad_lines += in.bad_lines;
     lookups += static_cast<int64_t>(batch.values().size());
-    // The step's clock starts before the batch is taken: time the reader
-    // did not hide counts against the step.
-    const auto start = input_is_log ? wait_start : std::chrono::steady_clock::now();
     ++iteration;
-    // With position weights the collection sees the weighted batch, and
-    // hands back each id's weight gradient for the model's update.
-    const bool weighted = model && model->has_position_weights();
-    KeyedJaggedTensor processed;
-    if (weighted) {
-      SR_ASSIGN_OR_RETURN(processed, model->ProcessFeatures(batch));
-    }
-    const KeyedJaggedTensor& input_kjt = weighted ? processed : batch;
-    SR_ASSIGN_OR_RETURN(KeyedTensor out, mc ? mc->Forward(input_kjt, /*training=*/true) : ebc.Forward(input_kjt));
+    SR_ASSIGN_OR_RETURN(KeyedTensor out, mc ? mc->Forward(std::move(*stage->dist.mc))
+                                            : ebc.Forward(std::move(*stage->dist.plain)));
     if (model) {
       SR_ASSIGN_OR_RETURN(Tensor dpooled, model->Backward(out.values(), in.dense, in.labels));
       std::vector<float> id_weight_grad;
@@ -355,7 +414,10 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     } else {
       SR_RETURN_IF_ERROR(ebc.Backward(data.Gradient(me * f.batch, f.batch, width, step), iteration));
     }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // The step's clock includes waiting for the click log (time the reader
+    // did not hide counts against the step), not making synthetic batches.
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!input_is_log) secs = std::max(0.0, secs - (pipeline.times().exposed_fetch - fetch_before));
     my_seconds += secs;
     result.step_seconds.push_back(secs);
     std::string loss_text;
@@ -376,8 +438,8 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
         SR_ASSIGN_OR_RETURN(metrics::BinaryMetrics m, metrics_log->Windowed(group));
         result.windowed = m;
         loss_text += fmt::format(", AUC {:.4f}", m.auc);
-        SR_RETURN_IF_ERROR(metrics_log->Write("train", done_steps, done_steps * world * f.batch, input->epoch(), loss,
-                                              m, elapsed()));
+        SR_RETURN_IF_ERROR(metrics_log->Write("train", done_steps, done_steps * world * f.batch, in.epoch, loss, m,
+                                              elapsed()));
       } else if (result.windowed) {
         loss_text += fmt::format(", AUC {:.4f}", result.windowed->auc);
       }
@@ -418,7 +480,6 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       SR_RETURN_IF_ERROR(group.Barrier().WithContext("after the reference step"));
     }
     // Checkpoints every --save-every steps and after the last; untimed.
-    const int64_t done = step + 1;
     if (!f.checkpoint_dir.empty() && ((f.save_every > 0 && done % f.save_every == 0) || done == f.steps)) {
       const auto start_save = std::chrono::steady_clock::now();
       CheckpointSaveRequest req;
@@ -441,8 +502,6 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   }
   SR_RETURN_IF_ERROR(evaluate(f.steps));
   SR_ASSIGN_OR_RETURN(result.data_bytes, AllGatherValues(group, input->bytes_read()));
-  SR_ASSIGN_OR_RETURN(auto wait_ns, AllGatherValues(group, static_cast<int64_t>(input->wait_seconds() * 1e9)));
-  for (int64_t ns : wait_ns) result.data_wait.push_back(static_cast<double>(ns) * 1e-9);
   SR_ASSIGN_OR_RETURN(auto bad, AllGatherValues(group, result.bad_lines));
   result.bad_lines = 0;
   for (int64_t b : bad) result.bad_lines += b;
@@ -508,18 +567,47 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   }
   SR_ASSIGN_OR_RETURN(int64_t bytes, ebc.tables().BytesOnRank());
   SR_ASSIGN_OR_RETURN(result.bytes, AllGatherValues(group, bytes));
-  // Phase times in nanoseconds, every rank's, in one gather.
+  // The pipeline's times, every rank's.
+  {
+    const PipelineTimes& p = pipeline.times();
+    const std::vector<double> mine_p = {p.fetch, p.dist, p.exposed_fetch, p.exposed_dist};
+    Tensor send = Tensor::Empty(dtype::kInt64, {4});
+    for (size_t k = 0; k < 4; ++k) send.data<int64_t>()[k] = static_cast<int64_t>(mine_p[k] * 1e9);
+    Tensor got = Tensor::Empty(dtype::kInt64, {4 * world});
+    SR_RETURN_IF_ERROR(group.AllGatherV(send, &got, std::vector<int64_t>(static_cast<size_t>(world), 4)));
+    const int64_t* g = got.data<int64_t>();
+    for (int r = 0; r < world; ++r, g += 4) {
+      PipelineTimes t;
+      t.fetch = static_cast<double>(g[0]) * 1e-9;
+      t.dist = static_cast<double>(g[1]) * 1e-9;
+      t.exposed_fetch = static_cast<double>(g[2]) * 1e-9;
+      t.exposed_dist = static_cast<double>(g[3]) * 1e-9;
+      t.batches = p.batches;
+      result.pipeline.push_back(t);
+      // The steps blocked on the reader: what the pipeline did not hide.
+      result.data_wait.push_back(t.exposed_fetch);
+    }
+  }
+  // Phase times in nanoseconds and the bytes sent, every rank's, in one gather.
   const auto& t = ebc.times();
-  Tensor mine = Tensor::FromVector(std::vector<int64_t>{static_cast<int64_t>(t.input_dist * 1e9),
-                                                        static_cast<int64_t>(t.lookup * 1e9),
-                                                        static_cast<int64_t>(t.output_dist * 1e9),
-                                                        static_cast<int64_t>(t.backward * 1e9)});
-  Tensor all = Tensor::Empty(dtype::kInt64, {4 * world});
-  SR_RETURN_IF_ERROR(group.AllGatherV(mine, &all, std::vector<int64_t>(static_cast<size_t>(world), 4)));
+  Tensor mine = Tensor::FromVector(std::vector<int64_t>{
+      static_cast<int64_t>(t.input_dist * 1e9), static_cast<int64_t>(t.lookup * 1e9),
+      static_cast<int64_t>(t.output_dist * 1e9), static_cast<int64_t>(t.backward * 1e9), t.input_dist_bytes,
+      t.output_dist_bytes});
+  constexpr int kFields = 6;
+  Tensor all = Tensor::Empty(dtype::kInt64, {kFields * world});
+  SR_RETURN_IF_ERROR(group.AllGatherV(mine, &all, std::vector<int64_t>(static_cast<size_t>(world), kFields)));
   const int64_t* ns = all.data<int64_t>();
-  for (int r = 0; r < world; ++r, ns += 4) {
-    result.times.push_back({static_cast<double>(ns[0]) * 1e-9, static_cast<double>(ns[1]) * 1e-9,
-                            static_cast<double>(ns[2]) * 1e-9, static_cast<double>(ns[3]) * 1e-9, t.steps});
+  for (int r = 0; r < world; ++r, ns += kFields) {
+    ShardedStepTimes times;
+    times.input_dist = static_cast<double>(ns[0]) * 1e-9;
+    times.lookup = static_cast<double>(ns[1]) * 1e-9;
+    times.output_dist = static_cast<double>(ns[2]) * 1e-9;
+    times.backward = static_cast<double>(ns[3]) * 1e-9;
+    times.steps = t.steps;
+    times.input_dist_bytes = ns[4];
+    times.output_dist_bytes = ns[5];
+    result.times.push_back(times);
   }
   return result;
 }
@@ -544,17 +632,34 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
   int64_t lookups = 0;
   for (int64_t l : r.lookups) lookups += l;
   // The split: each phase's mean over ranks, as a share of the ranks' mean
-  // timed seconds; "other" is what no phase covers (managed collision's
-  // remap, assembling outputs), so the shares add to 100%.
+  // timed seconds; "other" is what no phase covers (resetting evicted rows,
+  // assembling outputs), so the shares add to 100%.
   ShardedStepTimes mean;
   double mean_seconds = 0;
+  // The input dist the steps waited for (unpipelined: all of it; managed
+  // collision's remap included) and what the pipeline hid.
+  PipelineTimes pipe;
+  for (const auto& p : r.pipeline) {
+    pipe.dist += p.dist / world;
+    pipe.exposed_dist += p.exposed_dist / world;
+    pipe.fetch += p.fetch / world;
+    pipe.exposed_fetch += p.exposed_fetch / world;
+  }
+  const double dist_hidden = std::max(0.0, pipe.dist - pipe.exposed_dist);
+  const double data_exposed = f.click.train ? pipe.exposed_fetch : 0.0;
   for (size_t i = 0; i < r.times.size(); ++i) {
     const auto& t = r.times[i];
-    mean.input_dist += t.input_dist / world;
     mean.lookup += t.lookup / world;
     mean.output_dist += t.output_dist / world;
     mean.backward += t.backward / world;
     mean_seconds += r.rank_seconds[i] / world;
+  }
+  mean.input_dist = pipe.exposed_dist;
+  // Bytes each rank sent to the others per step, mean over ranks.
+  int64_t bytes_in = 0, bytes_out = 0;
+  for (const auto& t : r.times) {
+    bytes_in += t.input_dist_bytes / std::max<int64_t>(1, steps) / world;
+    bytes_out += t.output_dist_bytes / std::max<int64_t>(1, steps) / world;
   }
   DenseStepTimes dense;  // --model's phases, mean over ranks
   for (const auto& t : r.dense_times) {
@@ -564,8 +669,8 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
     dense.optimizer += t.optimizer / world;
   }
   const double dense_sum = dense.forward + dense.backward + dense.allreduce + dense.optimizer;
-  const double other =
-      std::max(0.0, mean_seconds - (mean.input_dist + mean.lookup + mean.output_dist + mean.backward + dense_sum));
+  const double other = std::max(0.0, mean_seconds - (mean.input_dist + mean.lookup + mean.output_dist + mean.backward +
+                                                     dense_sum + data_exposed));
   const bool dense_ok = !r.dense_verify || r.dense_verify->scaled <= f.tolerance;
   auto pct = [&](double x) { return mean_seconds > 0 ? 100.0 * x / mean_seconds : 0.0; };
   if (json) {
@@ -584,9 +689,14 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                         {"lookups_per_s", static_cast<double>(lookups) / r.seconds},
                         {"step_samples_per_s", nlohmann::json::array()},
                         {"seconds_per_rank", r.rank_seconds},
+                        {"pipeline", f.pipeline},
                         {"time_split_s", {{"input_dist", mean.input_dist}, {"lookup", mean.lookup},
                                           {"output_dist", mean.output_dist}, {"backward", mean.backward},
                                           {"other", other}, {"rank_mean", mean_seconds}}},
+                        {"input_dist_s", {{"total", pipe.dist}, {"exposed", pipe.exposed_dist},
+                                          {"hidden", dist_hidden}}},
+                        {"bytes_per_step", {{"input_dist", bytes_in}, {"output_dist", bytes_out}}},
+                        {"qcomm", plan.qcomm.ToString()},
                         {"bytes_per_rank", r.bytes},
                         {"plan", nlohmann::json::parse(PlanToJson(plan))}};
     for (double s : r.step_seconds) j["step_samples_per_s"].push_back(static_cast<double>(world * f.batch) / s);
@@ -606,6 +716,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
     if (r.eval) j["eval"] = metrics_json(*r.eval);
     if (r.windowed) j["train_window"] = metrics_json(*r.windowed);
     if (f.click.train) {
+      j["time_split_s"]["data_wait"] = data_exposed;
       j["data_bytes_per_rank"] = r.data_bytes;
       j["data_wait_s_per_rank"] = r.data_wait;
       j["bad_lines"] = r.bad_lines;
@@ -649,11 +760,18 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                      Counted(steps, "step"), r.seconds, Rate(samples / r.seconds),
                      Rate(static_cast<double>(lookups) / r.seconds), Counted(world, "rank"));
   out += fmt::format("time split (mean over ranks, {:.3f} s): input dist {:.1f}% ({:.3f} s), lookup {:.1f}% ({:.3f} s), "
-                     "output dist {:.1f}% ({:.3f} s), backward {:.1f}% ({:.3f} s), other {:.1f}% ({:.3f} s); "
+                     "output dist {:.1f}% ({:.3f} s), backward {:.1f}% ({:.3f} s), {}other {:.1f}% ({:.3f} s); "
                      "output dist: {}\n",
                      mean_seconds, pct(mean.input_dist), mean.input_dist, pct(mean.lookup), mean.lookup,
-                     pct(mean.output_dist), mean.output_dist, pct(mean.backward), mean.backward, pct(other), other,
-                     r.output_dist);
+                     pct(mean.output_dist), mean.output_dist, pct(mean.backward), mean.backward,
+                     f.click.train ? fmt::format("data wait {:.1f}% ({:.3f} s), ", pct(data_exposed), data_exposed) : "",
+                     pct(other), other, r.output_dist);
+  out += fmt::format("  on the wire per step and rank: input dist {}, output dist {} (forward + backward{})\n",
+                     FormatByteSize(bytes_in), FormatByteSize(bytes_out),
+                     plan.qcomm.empty() ? ", float32" : ", codecs " + plan.qcomm.ToString());
+  out += fmt::format("  pipeline {}: input dist {:.3f} s per rank{}, {:.3f} s exposed, {:.3f} s hidden ({:.0f}%)\n",
+                     f.pipeline, pipe.dist, r.mc_stats.empty() ? "" : " (managed collision's remap included)",
+                     pipe.exposed_dist, dist_hidden, pipe.dist > 0 ? 100.0 * dist_hidden / pipe.dist : 0.0);
   if (!r.dense_times.empty()) {
     out += fmt::format("  dense ({}): forward {:.1f}% ({:.3f} s), backward {:.1f}% ({:.3f} s), all-reduce not hidden by "
                        "backward {:.1f}% ({:.3f} s, {} bucket(s)), optimizer {:.1f}% ({:.3f} s); loss {:.4f} -> {:.4f}\n",
@@ -719,6 +837,33 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
 
 }  // namespace
 
+// --verify's default tolerance with quantized comm codecs (docs/comm.md):
+// the worst codec's, measured over 30 SGD steps of the default tables; an
+// adaptive optimizer (Adagrad, Adam) divides by the gradients' own size, so
+// a gradient near zero that a codec rounds differently moves its weight by
+// up to the learning rate, twice: 2 x lr is added.
+double VerifyToleranceWithCodecs(const QCommConfig& qcomm, const OptimizerSpec& optimizer) {
+  auto codec_tolerance = [](const std::string& name) {
+    if (IsNoOpCodec(name)) return 0.0;
+    if (name == "fp16") return 2e-3;
+    if (name == "bf16") return 1e-2;
+    if (name == "int8") return 2e-2;
+    return 1.5e-1;  // fp8 and plugins' codecs
+  };
+  double tol = 1e-5;
+  for (const auto& [op, c] : qcomm.ops) {
+    tol = std::max({tol, codec_tolerance(c.forward), codec_tolerance(c.backward)});
+  }
+  if (optimizer.optimizer != SR_OPTIMIZER_SGD) {
+    double lr = 0.01;
+    for (const auto& [key, value] : optimizer.params.items()) {
+      if (key == "lr" || key == "learning_rate") lr = std::strtod(value.c_str(), nullptr);
+    }
+    tol += 2 * std::fabs(lr);
+  }
+  return tol;
+}
+
 int RunTrain(const std::vector<std::string>& args) {
   GlobalOptions g;
   CommFlags comm;
@@ -754,10 +899,21 @@ int RunTrain(const std::vector<std::string>& args) {
       ("bounds-check", po::value(&f.bounds)->default_value(f.bounds), "ids outside a table: fatal, warning, ignore")
       ("no-fast-paths", po::bool_switch(&f.no_fast_paths),
        "use the generic output dist even for pure table-wise / row-wise plans")
+      ("qcomm", po::value(&f.qcomm),
+       "quantized comm codecs of the output dist, OP=CODEC or OP=FORWARD:BACKWARD, comma-separated: OP is "
+       "pooled_embeddings_all_to_all, pooled_embeddings_reduce_scatter, sequence_embeddings_all_to_all or all; "
+       "CODEC fp32 (none), fp16, bf16, int8, fp8 or a codec plugin's. Wins over the plan file's qcomm_codecs "
+       "(docs/comm.md)")
+      ("pipeline", po::value(&f.pipeline)->default_value(f.pipeline),
+       "sparse_dist: the next batch's reading and input dist (managed collision's remap included) run on a thread of "
+       "their own while this batch trains; none: one after another; auto: sparse_dist, except none for --comm "
+       "local (ranks as threads share the cores and have no wire to wait on). The numbers are the same bit for "
+       "bit (docs/pipeline.md)")
       ("verify", po::bool_switch(&f.verify),
        "also run every step unsharded on rank 0 and print the largest |difference| of outputs, weights and "
        "optimizer state (exit 1 when one exceeds --tolerance x max(1, |value|))")
-      ("tolerance", DoubleValue(&f.tolerance), "--verify's allowed difference")
+      ("tolerance", DoubleValue(&f.tolerance),
+       "--verify's allowed difference (default 1e-5; with --qcomm codecs the codecs' own, docs/comm.md)")
       ("managed-collision", po::value(&f.managed_collision)->composing(),
        "TABLE:KEY=VALUE,... managed collision for a table (repeatable): zch_size (default: the table's rows "
        "less mch_size), eviction_interval, policy (lru, lfu, distance_lfu, a component name or path/to/lib.so), "
@@ -811,6 +967,17 @@ int RunTrain(const std::vector<std::string>& args) {
     return fail("--save-every and --keep-last need --checkpoint-dir");
   }
   if (f.reset_optimizer && f.resume.empty()) return fail("--reset-optimizer needs --resume");
+  // auto: overlap the input dist where it has a wire to wait on. Ranks as
+  // threads of one process (local) copy between threads on the same cores:
+  // nothing to hide, and the extra thread costs (docs/pipeline.md).
+  if (f.pipeline == "auto") {
+    f.pipeline_mode = comm.comm == "local" ? PipelineMode::kNone : PipelineMode::kSparseDist;
+  } else if (auto mode = ParsePipelineMode(f.pipeline); !mode.ok()) {
+    return fail("--pipeline: " + mode.status().message() + " (or auto)");
+  } else {
+    f.pipeline_mode = mode.value();
+  }
+  f.pipeline = PipelineModeName(f.pipeline_mode);
   if (auto chunk = ParseByteSize(f.checkpoint_chunk); !chunk.ok() || chunk.value() <= 0) {
     return fail("--checkpoint-chunk: " + (chunk.ok() ? std::string("must be positive") : chunk.status().message()));
   } else {
@@ -931,10 +1098,23 @@ int RunTrain(const std::vector<std::string>& args) {
   // Read once, before ranks start: ranks as threads judge by one figure.
   const MemoryLimit memory_limit = MemoryLimitFor(max_memory, "--max-memory");
   std::optional<PlanSpec> spec;
+  QCommConfig qcomm;  // the plan file's codecs, then --qcomm's
   if (!f.plan.empty()) {
     auto loaded = LoadPlanFile(f.plan);
     if (!loaded.ok()) return fail(loaded.status().message());
     spec = std::move(loaded).value();
+    auto codecs = LoadPlanQComm(f.plan);
+    if (!codecs.ok()) return fail(codecs.status().message());
+    qcomm = std::move(codecs).value();
+  }
+  if (!f.qcomm.empty()) {
+    auto codecs = ParseQCommFlag(f.qcomm);
+    if (!codecs.ok()) return fail(codecs.status().message());
+    qcomm.Merge(codecs.value());
+  }
+  // The verify line shows the tolerance in effect.
+  if (f.verify && vm["tolerance"].defaulted() && !qcomm.empty()) {
+    f.tolerance = VerifyToleranceWithCodecs(qcomm, options.optimizer);
   }
 
   // --epochs: the steps that many passes over --data take at this world size.
@@ -984,6 +1164,7 @@ int RunTrain(const std::vector<std::string>& args) {
     req.spec = spec;
     req.sharder = f.sharder;
     req.sharder_options = session.plugin_options.ForKind("sharder");
+    req.qcomm = qcomm;
     if (memory_per_rank > 0) req.memory_bytes_per_rank.assign(static_cast<size_t>(group.world_size()), memory_per_rank);
     const int32_t opt = options.optimizer.optimizer;
     req.state_bytes_per_row = [opt](const EmbeddingTableConfig& t) {

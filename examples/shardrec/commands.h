@@ -26,5 +26,6 @@ int RunPlot(const std::vector<std::string>& args);          // plot
 int RunMetrics(const std::vector<std::string>& args);       // metrics
 int RunBenchData(const std::vector<std::string>& args);     // bench data
 int RunDemo(const std::vector<std::string>& args);          // demo, and no arguments at all (the main job)
+int RunCodec(const std::vector<std::string>& args);         // codec
 
 }  // namespace shardrec::cli

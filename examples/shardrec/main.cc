@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "exit_guard.h"
+#include "shardrec/core/resources/step_allocations.h"
 #include "shardrec/core/version.h"
 
 namespace shardrec::cli {
@@ -55,6 +56,8 @@ const std::vector<Command>& Commands() {
       {"metrics", "AUC, NE, log loss, calibration, accuracy of predictions (.npy), as train computes them",
        &RunMetrics},
       {"plot", "draw a train --metrics-out CSV: loss and AUC against samples (matplotlib)", &RunPlot},
+      {"codec", "run a quantized comm codec (fp16, bf16, int8, fp8, a plugin's) on a .npy: bytes and error",
+       &RunCodec},
       {"launch", "run a command as this host's ranks of a job (torchrun-style variables)", &RunLaunch},
   };
   return commands;
@@ -65,7 +68,7 @@ namespace {
 void PrintTopHelp() {
   std::cout << "shardrec " << kShardrecVersion
             << " - sharded embedding tables: a host plus plugins (sharders, compute kernels,\n"
-               "comm backends, eviction policies) behind one stable C ABI.\n\n"
+               "comm backends, eviction policies, comm codecs) behind one stable C ABI.\n\n"
                "usage: shardrec [COMMAND] [options]\n\n"
                "With no arguments, shardrec runs its main job, 'shardrec demo': a small DLRM learns a\n"
                "planted click log on 2 ranks as threads and is scored against the planted model. With\n"
@@ -123,6 +126,8 @@ int Dispatch(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   shardrec::cli::InstallExitGuard();
+  // Each step frees and reallocates the same large buffers: keep them.
+  shardrec::KeepStepAllocationsForReuse();
   int code = shardrec::cli::kExitFailure;
   try {
     // Logs go to stderr so that stdout carries only results (and --json).

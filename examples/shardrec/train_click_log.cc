@@ -126,6 +126,7 @@ StatusOr<StepBatch> StepInput::Next(int64_t step) {
       b.dense = std::move(next->dense);
       b.labels = std::move(next->labels);
       b.bad_lines = next->bad_lines;
+      b.epoch = epoch_;
       return b;
     }
     // The epoch's end: the next one, reshuffled.

@@ -53,6 +53,7 @@ struct StepBatch {
   KeyedJaggedTensor sparse;
   Tensor dense, labels;  // with --model (always with --data)
   int64_t bad_lines = 0;
+  int64_t epoch = 0;     // the click log's epoch this batch is from
 };
 
 // This rank's batches: synthetic (a function of the step), or the next

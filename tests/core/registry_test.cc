@@ -75,6 +75,25 @@ TEST(Registry, NewerMinorPluginLoadsAndItsExtraFieldsAreIgnored) {
   EXPECT_EQ(ScoreThree(policy.value()), (std::vector<double>{5, 1, 9}));
 }
 
+TEST(Registry, AComponentOfANewerMinorsKindIsSkipped) {
+  HostServices services;
+  PluginRegistry registry(&services);
+  registry.Discover(Only({Fixture("future_kind", "bundle", "future")}));
+  ASSERT_EQ(registry.libraries().size(), 1u) << registry.skipped()[0].reason.ToString();
+  EXPECT_TRUE(registry.Find(SR_KIND_EVICTION, "future_policy").ok()) << "the known component loads";
+  EXPECT_EQ(registry.libraries()[0]->Components().size(), 1u) << "the future kind's component is not offered";
+  for (int32_t kind : {SR_KIND_SHARDER, SR_KIND_KERNEL, SR_KIND_COMM, SR_KIND_EVICTION, SR_KIND_CODEC}) {
+    for (const auto& c : registry.Components(kind)) EXPECT_NE(c.name(), "future_thing");
+  }
+  // At this host's own minor an unknown kind is an error, naming it.
+  PluginRegistry strict(&services);
+  strict.Discover(Only({Fixture("unknown_kind", "bundle", "unknownkind")}));
+  ASSERT_EQ(strict.libraries().size(), 0u);
+  ASSERT_EQ(strict.skipped().size(), 1u);
+  EXPECT_NE(strict.skipped()[0].reason.message().find("unknown kind 99"), std::string::npos)
+      << strict.skipped()[0].reason.ToString();
+}
+
 TEST(Registry, DefaultDirectoryBesideTheExecutableHoldsTheBuiltPlugins) {
   EXPECT_EQ(std::filesystem::weakly_canonical(DefaultPluginDir()),
             std::filesystem::weakly_canonical(SHARDREC_BUILT_PLUGIN_DIR));

@@ -204,6 +204,17 @@ StatusOr<ProcessGroup> ProcessGroup::IntraHost() const {
   return Split(host, local_rank(), {local_rank(), local_world_size(), local_rank(), local_world_size()});
 }
 
+StatusOr<ProcessGroup> ProcessGroup::Duplicate() const {
+  SR_ASSIGN_OR_RETURN(ProcessGroup twin, Split(0, rank(), placement_));
+  if (staging_) {
+    // Sharing the staging would serialise the two groups' calls under one
+    // lock, and two ranks entering them in different orders would deadlock.
+    SR_ASSIGN_OR_RETURN(auto staging, DeviceStaging::Create(staging_->device()));
+    twin.staging_ = std::move(staging);
+  }
+  return twin;
+}
+
 StatusOr<ProcessGroup> ProcessGroup::CrossHost() const {
   const int host = rank() / local_world_size();
   // One rank per host: each is alone on its "host" within the group.

@@ -35,6 +35,7 @@ std::vector<ConformanceCheck> RunConformance(const std::shared_ptr<PluginLibrary
       case SR_KIND_SHARDER: conformance::CheckSharder(ref, opts, rec); break;
       case SR_KIND_KERNEL: conformance::CheckKernel(ref, opts, rec); break;
       case SR_KIND_COMM: conformance::CheckComm(ref, opts, rec); break;
+      case SR_KIND_CODEC: conformance::CheckCodec(ref, opts, rec); break;
       default: rec.Fail("kind", "unknown kind"); break;
     }
   }

@@ -53,5 +53,6 @@ void CheckEviction(const ComponentRef& ref, const OptionList& options, Recorder&
 void CheckSharder(const ComponentRef& ref, const OptionList& options, Recorder& rec);
 void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& rec);
 void CheckComm(const ComponentRef& ref, const OptionList& options, Recorder& rec);
+void CheckCodec(const ComponentRef& ref, const OptionList& options, Recorder& rec);
 
 }  // namespace shardrec::conformance

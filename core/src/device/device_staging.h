@@ -39,6 +39,7 @@ class DeviceStaging {
   // on stream().
   bool staged() const { return used_ > 0; }
   void* stream() const { return stream_; }
+  int device() const { return device_; }
   // Copies the Out() tensors back, waits for the stream and readies the
   // next call. Called after every call, failed ones included.
   Status Finish();

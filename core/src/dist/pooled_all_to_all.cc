@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "shardrec/core/qcomm/quantized_collectives.h"
+
 namespace shardrec {
 
 namespace {
@@ -52,7 +54,7 @@ StatusOr<Layout> MakeLayout(const ProcessGroup& g, const std::vector<int64_t>& d
 }  // namespace
 
 StatusOr<Tensor> PooledAllToAll(const ProcessGroup& g, const Tensor& local, const std::vector<int64_t>& dims,
-                                std::vector<int64_t> batch) {
+                                std::vector<int64_t> batch, const Codec* codec, int64_t* bytes) {
   if (local.ndim() != 2) {
     return InvalidArgumentError("pooled all-to-all: local embeddings must be [global batch, local dims], got " +
                                 ShapeString(local.shape()));
@@ -63,14 +65,25 @@ StatusOr<Tensor> PooledAllToAll(const ProcessGroup& g, const Tensor& local, cons
     return InvalidArgumentError(fmt::format("pooled all-to-all: rank {} holds {} but the layout says [{}, {}]", me,
                                             ShapeString(local.shape()), l.global_batch, l.dims[me]));
   }
-  std::vector<int64_t> send(world), recv(world);
-  for (int r = 0; r < world; ++r) {
-    send[r] = l.batch[r] * l.dims[me];
-    recv[r] = l.batch[me] * l.dims[r];
-  }
   const int64_t received = l.batch[me] * l.total_dim;
   Tensor flat = Tensor::Empty(local.dtype(), {received});
-  SR_RETURN_IF_ERROR(g.AllToAllV(local, send, &flat, recv).WithContext("pooled all-to-all"));
+  if (codec == nullptr && local.dtype().bits != 32) {
+    // Not float32 (a caller's own tensors): the elements as they are.
+    std::vector<int64_t> send(world), recv(world);
+    for (int r = 0; r < world; ++r) {
+      send[r] = l.batch[r] * l.dims[me];
+      recv[r] = l.batch[me] * l.dims[r];
+    }
+    SR_RETURN_IF_ERROR(g.AllToAllV(local, send, &flat, recv).WithContext("pooled all-to-all"));
+  } else {
+    std::vector<FloatBlock> send(world), recv(world);
+    for (int r = 0; r < world; ++r) {
+      send[r] = {l.batch[r], l.dims[me]};
+      recv[r] = {l.batch[me], l.dims[r]};
+    }
+    SR_ASSIGN_OR_RETURN(int64_t sent, QuantizedAllToAll(g, codec, local, send, &flat, recv, "pooled all-to-all"));
+    if (bytes != nullptr) *bytes += sent;
+  }
   // Source s's block is [B_me, D_s]; it becomes columns [dim_at[s], dim_at[s+1]).
   Tensor out = Tensor::Empty(local.dtype(), {l.batch[me], l.total_dim});
   const size_t es = DTypeSize(local.dtype());
@@ -87,7 +100,7 @@ StatusOr<Tensor> PooledAllToAll(const ProcessGroup& g, const Tensor& local, cons
 }
 
 StatusOr<Tensor> PooledAllToAllBackward(const ProcessGroup& g, const Tensor& grad, const std::vector<int64_t>& dims,
-                                        const std::vector<int64_t>& batch) {
+                                        const std::vector<int64_t>& batch, const Codec* codec, int64_t* bytes) {
   if (grad.ndim() != 2) return InvalidArgumentError("pooled all-to-all backward: grad must be 2-D");
   SR_ASSIGN_OR_RETURN(Layout l, MakeLayout(g, dims, batch, grad.size(0) * g.world_size()));
   const int world = g.world_size(), me = g.rank();
@@ -101,17 +114,28 @@ StatusOr<Tensor> PooledAllToAllBackward(const ProcessGroup& g, const Tensor& gra
   const char* src = static_cast<const char*>(grad.raw_data());
   char* dst = static_cast<char*>(regrouped.raw_data());
   int64_t at = 0;
-  std::vector<int64_t> send(world), recv(world);
+  std::vector<FloatBlock> send(world), recv(world);
   for (int s = 0; s < world; ++s) {
     for (int64_t b = 0; b < l.batch[me]; ++b) {
       std::memcpy(dst + (at + b * l.dims[s]) * es, src + (b * l.total_dim + l.dim_at[s]) * es, l.dims[s] * es);
     }
     at += l.batch[me] * l.dims[s];
-    send[s] = l.batch[me] * l.dims[s];
-    recv[s] = l.batch[s] * l.dims[me];
+    send[s] = {l.batch[me], l.dims[s]};
+    recv[s] = {l.batch[s], l.dims[me]};
   }
   Tensor out = Tensor::Empty(grad.dtype(), {l.global_batch, l.dims[me]});
-  SR_RETURN_IF_ERROR(g.AllToAllV(regrouped, send, &out, recv).WithContext("pooled all-to-all backward"));
+  if (codec == nullptr && grad.dtype().bits != 32) {
+    std::vector<int64_t> send_counts, recv_counts;
+    for (int s = 0; s < world; ++s) {
+      send_counts.push_back(send[s].numel());
+      recv_counts.push_back(recv[s].numel());
+    }
+    SR_RETURN_IF_ERROR(g.AllToAllV(regrouped, send_counts, &out, recv_counts).WithContext("pooled all-to-all backward"));
+    return out;
+  }
+  SR_ASSIGN_OR_RETURN(int64_t sent,
+                      QuantizedAllToAll(g, codec, regrouped, send, &out, recv, "pooled all-to-all backward"));
+  if (bytes != nullptr) *bytes += sent;
   return out;
 }
 

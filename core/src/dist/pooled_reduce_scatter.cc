@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "shardrec/core/qcomm/quantized_collectives.h"
+
 namespace shardrec {
 
 namespace {
@@ -23,8 +25,8 @@ StatusOr<std::vector<int64_t>> Counts(const ProcessGroup& g, const std::vector<i
 }
 }  // namespace
 
-StatusOr<Tensor> PooledReduceScatter(const ProcessGroup& g, const Tensor& partial,
-                                     const std::vector<int64_t>& batch) {
+StatusOr<Tensor> PooledReduceScatter(const ProcessGroup& g, const Tensor& partial, const std::vector<int64_t>& batch,
+                                     const Codec* codec, int64_t* bytes) {
   if (partial.ndim() != 2) return InvalidArgumentError("pooled reduce-scatter: partial sums must be 2-D");
   const int64_t dim = partial.size(1);
   SR_ASSIGN_OR_RETURN(std::vector<int64_t> counts, Counts(g, batch, dim));
@@ -34,12 +36,17 @@ StatusOr<Tensor> PooledReduceScatter(const ProcessGroup& g, const Tensor& partia
                                             partial.size(0), total));
   }
   Tensor out = Tensor::Empty(partial.dtype(), {batch[g.rank()], dim});
-  SR_RETURN_IF_ERROR(g.ReduceScatterV(partial, &out, counts).WithContext("pooled reduce-scatter"));
+  if (codec == nullptr && partial.dtype().bits != 32) {
+    SR_RETURN_IF_ERROR(g.ReduceScatterV(partial, &out, counts).WithContext("pooled reduce-scatter"));
+    return out;
+  }
+  SR_ASSIGN_OR_RETURN(int64_t sent, QuantizedReduceScatter(g, codec, partial, batch, &out, "pooled reduce-scatter"));
+  if (bytes != nullptr) *bytes += sent;
   return out;
 }
 
 StatusOr<Tensor> PooledReduceScatterBackward(const ProcessGroup& g, const Tensor& grad,
-                                             const std::vector<int64_t>& batch) {
+                                             const std::vector<int64_t>& batch, const Codec* codec, int64_t* bytes) {
   if (grad.ndim() != 2) return InvalidArgumentError("pooled reduce-scatter backward: grad must be 2-D");
   const int64_t dim = grad.size(1);
   SR_ASSIGN_OR_RETURN(std::vector<int64_t> counts, Counts(g, batch, dim));
@@ -48,7 +55,13 @@ StatusOr<Tensor> PooledReduceScatterBackward(const ProcessGroup& g, const Tensor
                                             g.rank(), grad.size(0), batch[g.rank()]));
   }
   Tensor out = Tensor::Empty(grad.dtype(), {std::accumulate(batch.begin(), batch.end(), int64_t{0}), dim});
-  SR_RETURN_IF_ERROR(g.AllGatherV(grad, &out, counts).WithContext("pooled reduce-scatter backward"));
+  if (codec == nullptr && grad.dtype().bits != 32) {
+    SR_RETURN_IF_ERROR(g.AllGatherV(grad, &out, counts).WithContext("pooled reduce-scatter backward"));
+    return out;
+  }
+  SR_ASSIGN_OR_RETURN(int64_t sent,
+                      QuantizedAllGather(g, codec, grad, batch, &out, "pooled reduce-scatter backward"));
+  if (bytes != nullptr) *bytes += sent;
   return out;
 }
 

@@ -171,9 +171,21 @@ StatusOr<ShardedManagedCollisionCollection> ShardedManagedCollisionCollection::C
   return ShardedManagedCollisionCollection(group, std::move(modules), std::move(entries));
 }
 
-StatusOr<KeyedJaggedTensor> ShardedManagedCollisionCollection::Forward(const KeyedJaggedTensor& input, bool training) {
+StatusOr<const ProcessGroup*> ShardedManagedCollisionCollection::GroupFor(const ProcessGroup* via) const {
+  if (via == nullptr) return group_;
+  if (via->world_size() != group_->world_size() || via->rank() != group_->rank()) {
+    return InvalidArgumentError(fmt::format("managed collision: the group to send on (rank {} of {}) is not the "
+                                            "collection's (rank {} of {})",
+                                            via->rank(), via->world_size(), group_->rank(), group_->world_size()));
+  }
+  return via;
+}
+
+StatusOr<KeyedJaggedTensor> ShardedManagedCollisionCollection::Forward(const KeyedJaggedTensor& input, bool training,
+                                                                      const ProcessGroup* via) {
   if (managed_.empty()) return input;  // nothing managed: no collectives
-  const size_t world = static_cast<size_t>(group_->world_size()), tables = managed_.size();
+  SR_ASSIGN_OR_RETURN(const ProcessGroup* group, GroupFor(via));
+  const size_t world = static_cast<size_t>(group->world_size()), tables = managed_.size();
   std::vector<int64_t> values = input.values();
   std::vector<std::vector<std::pair<int64_t, int64_t>>> ranges(tables);
   std::vector<std::vector<int64_t>> ids(tables), dest(tables);
@@ -209,7 +221,7 @@ StatusOr<KeyedJaggedTensor> ShardedManagedCollisionCollection::Forward(const Key
   std::vector<int64_t> per_rank(world, static_cast<int64_t>(tables));
   Tensor recv_counts_t = Tensor::Empty(dtype::kInt64, {static_cast<int64_t>(world * tables)});
   SR_RETURN_IF_ERROR(
-      group_->AllToAllV(Tensor::FromVector(send_counts), per_rank, &recv_counts_t, per_rank));
+      group->AllToAllV(Tensor::FromVector(send_counts), per_rank, &recv_counts_t, per_rank));
   const int64_t* recv_counts = recv_counts_t.data<int64_t>();
   std::vector<int64_t> send_per_rank(world, 0), recv_per_rank(world, 0);
   for (size_t r = 0; r < world; ++r) {
@@ -221,7 +233,7 @@ StatusOr<KeyedJaggedTensor> ShardedManagedCollisionCollection::Forward(const Key
   int64_t total_recv = 0;
   for (int64_t c : recv_per_rank) total_recv += c;
   Tensor recv_t = Tensor::Empty(dtype::kInt64, {total_recv});
-  SR_RETURN_IF_ERROR(group_->AllToAllV(Tensor::FromVector(send), send_per_rank, &recv_t, recv_per_rank));
+  SR_RETURN_IF_ERROR(group->AllToAllV(Tensor::FromVector(send), send_per_rank, &recv_t, recv_per_rank));
   const int64_t* recv = recv_t.data<int64_t>();
 
   // Each table's received ids, source-major, and where each came from.
@@ -254,9 +266,9 @@ StatusOr<KeyedJaggedTensor> ShardedManagedCollisionCollection::Forward(const Key
     }
   }
   if (due) {
-    Tensor flag = Tensor::FromVector(std::vector<int64_t>{failed.ok() ? 0 : group_->rank() + 1});
+    Tensor flag = Tensor::FromVector(std::vector<int64_t>{failed.ok() ? 0 : group->rank() + 1});
     Tensor worst = Tensor::Empty(dtype::kInt64, {1});
-    SR_RETURN_IF_ERROR(group_->AllReduce(flag, &worst, SR_REDUCE_MAX));
+    SR_RETURN_IF_ERROR(group->AllReduce(flag, &worst, SR_REDUCE_MAX));
     const int64_t bad = worst.data<int64_t>()[0];
     if (bad != 0 && failed.ok()) {
       failed = InternalError(fmt::format("managed collision: an eviction round failed on rank {} (see its error); "
@@ -277,7 +289,7 @@ StatusOr<KeyedJaggedTensor> ShardedManagedCollisionCollection::Forward(const Key
     for (size_t i = 0; i < rows.size(); ++i) back[static_cast<size_t>(local_pos[m][i])] = rows[i];
   }
   Tensor returned = Tensor::Empty(dtype::kInt64, {total_send});
-  SR_RETURN_IF_ERROR(group_->AllToAllV(Tensor::FromVector(back), recv_per_rank, &returned, send_per_rank));
+  SR_RETURN_IF_ERROR(group->AllToAllV(Tensor::FromVector(back), recv_per_rank, &returned, send_per_rank));
   const int64_t* got = returned.data<int64_t>();
   for (size_t m = 0; m < tables; ++m) {
     rows.resize(ids[m].size());
@@ -287,11 +299,12 @@ StatusOr<KeyedJaggedTensor> ShardedManagedCollisionCollection::Forward(const Key
   return WithValues(input, std::move(values));
 }
 
-StatusOr<std::map<std::string, std::vector<int64_t>>> ShardedManagedCollisionCollection::Evict() {
+StatusOr<std::map<std::string, std::vector<int64_t>>> ShardedManagedCollisionCollection::Evict(const ProcessGroup* via) {
   std::map<std::string, std::vector<int64_t>> out;
   if (!round_pending_) return out;  // every rank knows: rounds run at the same steps everywhere
+  SR_ASSIGN_OR_RETURN(const ProcessGroup* group, GroupFor(via));
   round_pending_ = false;
-  const size_t world = static_cast<size_t>(group_->world_size()), tables = managed_.size();
+  const size_t world = static_cast<size_t>(group->world_size()), tables = managed_.size();
   std::vector<int64_t> counts(tables), rows;
   for (size_t m = 0; m < tables; ++m) {
     std::vector<int64_t> mine = modules_[managed_[m].module].TakeEvictedRows();
@@ -299,7 +312,7 @@ StatusOr<std::map<std::string, std::vector<int64_t>>> ShardedManagedCollisionCol
     rows.insert(rows.end(), mine.begin(), mine.end());
   }
   Tensor all_counts = Tensor::Empty(dtype::kInt64, {static_cast<int64_t>(world * tables)});
-  SR_RETURN_IF_ERROR(group_->AllGatherV(Tensor::FromVector(counts), &all_counts,
+  SR_RETURN_IF_ERROR(group->AllGatherV(Tensor::FromVector(counts), &all_counts,
                                         std::vector<int64_t>(world, static_cast<int64_t>(tables))));
   const int64_t* c = all_counts.data<int64_t>();
   std::vector<int64_t> per_rank(world, 0);
@@ -309,7 +322,7 @@ StatusOr<std::map<std::string, std::vector<int64_t>>> ShardedManagedCollisionCol
     total += per_rank[r];
   }
   Tensor all_rows = Tensor::Empty(dtype::kInt64, {total});
-  SR_RETURN_IF_ERROR(group_->AllGatherV(Tensor::FromVector(rows), &all_rows, per_rank));
+  SR_RETURN_IF_ERROR(group->AllGatherV(Tensor::FromVector(rows), &all_rows, per_rank));
   const int64_t* g = all_rows.data<int64_t>();
   int64_t at = 0;
   std::vector<std::vector<int64_t>> per_table(tables);

@@ -12,6 +12,7 @@
 
 #include "shardrec/core/dist/pooled_all_to_all.h"
 #include "shardrec/core/dist/pooled_reduce_scatter.h"
+#include "shardrec/core/qcomm/quantized_collectives.h"
 
 namespace shardrec {
 
@@ -30,7 +31,16 @@ StatusOr<ShardedEmbeddingBagCollection> ShardedEmbeddingBagCollection::Create(co
   Path path = Path::kGeneric;
   if (sharded.fast_paths && tables.layout().all_table_wise()) path = Path::kTableWise;
   if (sharded.fast_paths && tables.layout().all_row_wise()) path = Path::kRowWise;
-  return ShardedEmbeddingBagCollection(std::move(tables), path);
+  SR_ASSIGN_OR_RETURN(QCommCodecs codecs, QCommCodecs::Create(registry, sharded.qcomm, sharded.codec_options));
+  return ShardedEmbeddingBagCollection(std::move(tables), path, std::move(codecs));
+}
+
+const Codec* ShardedEmbeddingBagCollection::ForwardCodec() const {
+  return codecs_.forward(path_ == Path::kRowWise ? CommOp::kPooledReduceScatter : CommOp::kPooledAllToAll);
+}
+
+const Codec* ShardedEmbeddingBagCollection::BackwardCodec() const {
+  return codecs_.backward(path_ == Path::kRowWise ? CommOp::kPooledReduceScatter : CommOp::kPooledAllToAll);
 }
 
 const char* ShardedEmbeddingBagCollection::output_dist() const {
@@ -69,7 +79,7 @@ StatusOr<Tensor> ShardedEmbeddingBagCollection::Lookup(const DistributedInput& i
   return pooled;
 }
 
-Status ShardedEmbeddingBagCollection::PlaceOutput(const Tensor& pooled, Tensor& out) const {
+Status ShardedEmbeddingBagCollection::PlaceOutput(const Tensor& pooled, Tensor& out) {
   const ShardLayout& layout = tables_.layout();
   const ProcessGroup& group = tables_.group();
   const int world = group.world_size(), me = group.rank();
@@ -78,7 +88,8 @@ Status ShardedEmbeddingBagCollection::PlaceOutput(const Tensor& pooled, Tensor& 
   const auto& features = layout.features();
   if (path_ == Path::kRowWise) {
     // Every rank's row block of every feature, summed: [batch, sharded width].
-    SR_ASSIGN_OR_RETURN(Tensor summed, PooledReduceScatter(group, pooled, batch_per_rank_));
+    SR_ASSIGN_OR_RETURN(Tensor summed,
+                        PooledReduceScatter(group, pooled, batch_per_rank_, ForwardCodec(), &times_.output_dist_bytes));
     const float* src = summed.data<float>();
     const int64_t w = layout.lookup_width(me);
     for (int64_t b = 0; b < batch; ++b) {
@@ -90,7 +101,8 @@ Status ShardedEmbeddingBagCollection::PlaceOutput(const Tensor& pooled, Tensor& 
   } else if (path_ == Path::kTableWise) {
     std::vector<int64_t> widths;
     for (int r = 0; r < world; ++r) widths.push_back(layout.lookup_width(r));
-    SR_ASSIGN_OR_RETURN(Tensor gathered, PooledAllToAll(group, pooled, widths, batch_per_rank_));
+    SR_ASSIGN_OR_RETURN(Tensor gathered, PooledAllToAll(group, pooled, widths, batch_per_rank_, ForwardCodec(),
+                                                        &times_.output_dist_bytes));
     const float* src = gathered.data<float>();
     const int64_t w = gathered.size(1);
     for (int64_t b = 0; b < batch; ++b) {
@@ -108,15 +120,17 @@ Status ShardedEmbeddingBagCollection::PlaceOutput(const Tensor& pooled, Tensor& 
     // Generic: rank d sends each rank its samples' rows; column blocks land
     // at their columns, row blocks add (in rank order).
     const int64_t mine = layout.lookup_width(me);
-    std::vector<int64_t> send_counts, recv_counts;
+    std::vector<FloatBlock> send_blocks, recv_blocks;
     int64_t total = 0;
     for (int r = 0; r < world; ++r) {
-      send_counts.push_back(batch_per_rank_[static_cast<size_t>(r)] * mine);
-      recv_counts.push_back(batch * layout.lookup_width(r));
-      total += recv_counts.back();
+      send_blocks.push_back({batch_per_rank_[static_cast<size_t>(r)], mine});
+      recv_blocks.push_back({batch, layout.lookup_width(r)});
+      total += recv_blocks.back().numel();
     }
     Tensor recv = Tensor::Empty(dtype::kFloat32, {total});
-    SR_RETURN_IF_ERROR(group.AllToAllV(pooled, send_counts, &recv, recv_counts).WithContext("pooled output dist"));
+    SR_ASSIGN_OR_RETURN(int64_t sent, QuantizedAllToAll(group, ForwardCodec(), pooled, send_blocks, &recv, recv_blocks,
+                                                        "pooled output dist"));
+    times_.output_dist_bytes += sent;
     const float* src = recv.data<float>();
     for (int r = 0; r < world; ++r) {
       const int64_t w = layout.lookup_width(r);
@@ -147,16 +161,38 @@ Status ShardedEmbeddingBagCollection::PlaceOutput(const Tensor& pooled, Tensor& 
   return Status::Ok();
 }
 
+StatusOr<DistributedInput> ShardedEmbeddingBagCollection::DistributeInput(const KeyedJaggedTensor& input,
+                                                                          const ProcessGroup* via) const {
+  Lap lap;
+  SR_ASSIGN_OR_RETURN(DistributedInput in, tables_.DistributeInput(input, via));
+  SR_ASSIGN_OR_RETURN(const int64_t batch, BatchSize(in.local));
+  auto batches = AllGatherValues(via != nullptr ? *via : tables_.group(), batch);
+  if (!batches.ok()) return batches.status().WithContext("batch sizes");
+  in.batch_per_rank = std::move(batches).value();
+  const auto input_at = input.offset_per_key();
+  for (const auto& key : in.local.keys()) {
+    in.input_value_at.push_back(input_at[static_cast<size_t>(input.KeyIndex(key))]);
+  }
+  in.input_values = input.values().size();
+  in.seconds = lap();
+  return in;
+}
+
 StatusOr<KeyedTensor> ShardedEmbeddingBagCollection::Forward(const KeyedJaggedTensor& input, int64_t* invalid_ids) {
+  SR_ASSIGN_OR_RETURN(DistributedInput in, DistributeInput(input));
+  return Forward(std::move(in), invalid_ids);
+}
+
+StatusOr<KeyedTensor> ShardedEmbeddingBagCollection::Forward(DistributedInput in, int64_t* invalid_ids) {
   Lap lap;
   last_.reset();
-  SR_ASSIGN_OR_RETURN(DistributedInput in, tables_.DistributeInput(input));
+  if (in.batch_per_rank.size() != static_cast<size_t>(tables_.group().world_size())) {
+    return InvalidArgumentError("Forward: the input was not made by this module's DistributeInput");
+  }
   SR_ASSIGN_OR_RETURN(const int64_t batch, BatchSize(in.local));
-  const ProcessGroup& group = tables_.group();
-  auto batches = AllGatherValues(group, batch);
-  if (!batches.ok()) return batches.status().WithContext("batch sizes");
-  batch_per_rank_ = std::move(batches).value();
-  times_.input_dist += lap();
+  batch_per_rank_ = in.batch_per_rank;
+  times_.input_dist += in.seconds;
+  times_.input_dist_bytes += in.bytes_sent;
 
   const ShardLayout& layout = tables_.layout();
   SR_ASSIGN_OR_RETURN(Tensor pooled, Lookup(in));
@@ -169,13 +205,6 @@ StatusOr<KeyedTensor> ShardedEmbeddingBagCollection::Forward(const KeyedJaggedTe
                                                   &invalid));
   }
   times_.lookup += lap();
-
-  input_value_at_.clear();
-  const auto input_at = input.offset_per_key();
-  for (const auto& key : in.local.keys()) {
-    input_value_at_.push_back(input_at[static_cast<size_t>(input.KeyIndex(key))]);
-  }
-  input_values_ = input.values().size();
   last_ = std::move(in);
   SR_RETURN_IF_ERROR(PlaceOutput(pooled, out));
   times_.output_dist += lap();
@@ -189,7 +218,7 @@ StatusOr<KeyedTensor> ShardedEmbeddingBagCollection::Forward(const KeyedJaggedTe
   return KeyedTensor::Create(std::move(names), std::move(dims), std::move(out));
 }
 
-StatusOr<Tensor> ShardedEmbeddingBagCollection::ReturnGradient(const Tensor& grad) const {
+StatusOr<Tensor> ShardedEmbeddingBagCollection::ReturnGradient(const Tensor& grad) {
   const ShardLayout& layout = tables_.layout();
   const ProcessGroup& group = tables_.group();
   const int world = group.world_size(), me = group.rank();
@@ -222,7 +251,7 @@ StatusOr<Tensor> ShardedEmbeddingBagCollection::ReturnGradient(const Tensor& gra
         std::memcpy(p + b * w + s.col, g + b * width + f.output_col, static_cast<size_t>(f.dim) * sizeof(float));
       }
     }
-    return PooledReduceScatterBackward(group, packed, batch_per_rank_);
+    return PooledReduceScatterBackward(group, packed, batch_per_rank_, BackwardCodec(), &times_.output_dist_bytes);
   }
   if (path_ == Path::kTableWise) {
     std::vector<int64_t> widths;
@@ -243,15 +272,15 @@ StatusOr<Tensor> ShardedEmbeddingBagCollection::ReturnGradient(const Tensor& gra
         base += widths[static_cast<size_t>(r)];
       }
     }
-    return PooledAllToAllBackward(group, packed, widths, batch_per_rank_);
+    return PooledAllToAllBackward(group, packed, widths, batch_per_rank_, BackwardCodec(), &times_.output_dist_bytes);
   }
   // Generic: each shard's owner gets its columns of every rank's samples.
-  std::vector<int64_t> send_counts, recv_counts;
+  std::vector<FloatBlock> send_blocks, recv_blocks;
   int64_t send_total = 0;
   for (int r = 0; r < world; ++r) {
-    send_counts.push_back(batch * layout.lookup_width(r));
-    recv_counts.push_back(batch_per_rank_[static_cast<size_t>(r)] * layout.lookup_width(me));
-    send_total += send_counts.back();
+    send_blocks.push_back({batch, layout.lookup_width(r)});
+    recv_blocks.push_back({batch_per_rank_[static_cast<size_t>(r)], layout.lookup_width(me)});
+    send_total += send_blocks.back().numel();
   }
   Tensor send = Tensor::Empty(dtype::kFloat32, {send_total});
   float* p = send.data<float>();
@@ -267,7 +296,9 @@ StatusOr<Tensor> ShardedEmbeddingBagCollection::ReturnGradient(const Tensor& gra
     p += batch * w;
   }
   Tensor recv = Tensor::Empty(dtype::kFloat32, {global_batch, layout.lookup_width(me)});
-  SR_RETURN_IF_ERROR(group.AllToAllV(send, send_counts, &recv, recv_counts).WithContext("gradient dist"));
+  SR_ASSIGN_OR_RETURN(int64_t sent,
+                      QuantizedAllToAll(group, BackwardCodec(), send, send_blocks, &recv, recv_blocks, "gradient dist"));
+  times_.output_dist_bytes += sent;
   return recv;
 }
 
@@ -381,11 +412,11 @@ Status ShardedEmbeddingBagCollection::Backward(const Tensor& grad, int64_t itera
     // Before any row changes.
     std::vector<float> local;
     SR_RETURN_IF_ERROR(IdWeightGradient(grad, shard_grad ? &*shard_grad : nullptr, local));
-    id_weight_grad->assign(input_values_, 0.0f);
+    id_weight_grad->assign(last_->input_values, 0.0f);
     const auto at = last_->local.offset_per_key();
     for (int k = 0; k < last_->local.num_keys(); ++k) {
       std::copy(local.begin() + at[static_cast<size_t>(k)], local.begin() + at[static_cast<size_t>(k) + 1],
-                id_weight_grad->begin() + input_value_at_[static_cast<size_t>(k)]);
+                id_weight_grad->begin() + last_->input_value_at[static_cast<size_t>(k)]);
     }
   }
   if (shard_grad) {

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "lap.h"
+#include "shardrec/core/qcomm/quantized_collectives.h"
 
 namespace shardrec {
 
@@ -32,9 +33,11 @@ std::vector<int64_t> KeyRows(const KeyedJaggedTensor& kjt) {
 StatusOr<ShardedEmbeddingCollection> ShardedEmbeddingCollection::Create(const PluginRegistry& registry,
                                                                         const ProcessGroup& group,
                                                                         const ShardingPlan& plan,
-                                                                        const EmbeddingModuleOptions& options) {
+                                                                        const EmbeddingModuleOptions& options,
+                                                                        const ShardedModuleOptions& sharded) {
   SR_ASSIGN_OR_RETURN(ShardedTables tables, ShardedTables::Create(registry, group, plan, options, /*pooled=*/false));
-  return ShardedEmbeddingCollection(std::move(tables));
+  SR_ASSIGN_OR_RETURN(QCommCodecs codecs, QCommCodecs::Create(registry, sharded.qcomm, sharded.codec_options));
+  return ShardedEmbeddingCollection(std::move(tables), std::move(codecs));
 }
 
 int64_t ShardedEmbeddingCollection::MaxSlotCols(int rank) const {
@@ -92,7 +95,7 @@ void ShardedEmbeddingCollection::ExchangeSizes(const DistributedInput& in, std::
 }
 
 Status ShardedEmbeddingCollection::PlaceOutput(const DistributedInput& in, const Tensor& rows,
-                                               std::vector<Tensor>& out) const {
+                                               std::vector<Tensor>& out) {
   const ShardLayout& layout = tables_.layout();
   const ProcessGroup& group = tables_.group();
   const int world = group.world_size(), me = group.rank();
@@ -123,7 +126,22 @@ Status ShardedEmbeddingCollection::PlaceOutput(const DistributedInput& in, const
     }
   }
   Tensor recv = Tensor::Empty(dtype::kFloat32, {recv_total});
-  SR_RETURN_IF_ERROR(group.AllToAllV(send, send_counts, &recv, recv_counts).WithContext("sequence output dist"));
+  // Per peer, one block per slot (their widths differ): what a per-row codec encodes.
+  BlockParts send_parts(static_cast<size_t>(world)), recv_parts(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    for (size_t k = 0; k < slots.size(); ++k) {
+      send_parts[static_cast<size_t>(r)].push_back(
+          {counts_[k * static_cast<size_t>(world) + static_cast<size_t>(r)], layout.shard(slots[k]).num_cols});
+    }
+  }
+  for (int d = 0, key = 0; d < world; ++d) {
+    for (const ShardSlot& s : layout.slots(d)) {
+      recv_parts[static_cast<size_t>(d)].push_back({in.sent_per_key[static_cast<size_t>(key++)], layout.shard(s).num_cols});
+    }
+  }
+  SR_ASSIGN_OR_RETURN(int64_t sent, QuantizedAllToAll(group, codecs_.forward(CommOp::kSequenceAllToAll), send,
+                                                      send_parts, &recv, recv_parts, "sequence output dist"));
+  times_.output_dist_bytes += sent;
   // Receive: the rows of the ids this rank sent, in send order.
   const auto local_offsets = in.local.offset_per_key();
   const float* q = recv.data<float>();
@@ -209,7 +227,7 @@ StatusOr<std::map<std::string, JaggedTensor>> ShardedEmbeddingCollection::Forwar
   return result;
 }
 
-StatusOr<Tensor> ShardedEmbeddingCollection::ReturnGradient(const std::vector<const Tensor*>& grads) const {
+StatusOr<Tensor> ShardedEmbeddingCollection::ReturnGradient(const std::vector<const Tensor*>& grads) {
   const DistributedInput& in = *last_;
   const ShardLayout& layout = tables_.layout();
   const ProcessGroup& group = tables_.group();
@@ -245,7 +263,21 @@ StatusOr<Tensor> ShardedEmbeddingCollection::ReturnGradient(const std::vector<co
     }
   }
   Tensor recv = Tensor::Empty(dtype::kFloat32, {recv_total});
-  SR_RETURN_IF_ERROR(group.AllToAllV(send, send_counts, &recv, recv_counts).WithContext("sequence gradient dist"));
+  BlockParts send_parts(static_cast<size_t>(world)), recv_parts(static_cast<size_t>(world));
+  for (int d = 0, k = 0; d < world; ++d) {
+    for (const ShardSlot& s : layout.slots(d)) {
+      send_parts[static_cast<size_t>(d)].push_back({in.sent_per_key[static_cast<size_t>(k++)], layout.shard(s).num_cols});
+    }
+  }
+  for (int src = 0; src < world; ++src) {
+    for (size_t k = 0; k < slots.size(); ++k) {
+      recv_parts[static_cast<size_t>(src)].push_back(
+          {counts_[k * static_cast<size_t>(world) + static_cast<size_t>(src)], layout.shard(slots[k]).num_cols});
+    }
+  }
+  SR_ASSIGN_OR_RETURN(int64_t sent, QuantizedAllToAll(group, codecs_.backward(CommOp::kSequenceAllToAll), send,
+                                                      send_parts, &recv, recv_parts, "sequence gradient dist"));
+  times_.output_dist_bytes += sent;
   // Receive: per source, per slot, at the rows the lookup wrote.
   const int64_t width = MaxSlotCols(me);
   Tensor packed = Tensor::Zeros(dtype::kFloat32, {static_cast<int64_t>(in.received.values().size()), width});

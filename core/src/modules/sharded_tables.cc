@@ -107,7 +107,14 @@ StatusOr<ShardedTables> ShardedTables::Create(const PluginRegistry& registry, co
   return ShardedTables(std::move(layout), group, std::move(shards), std::move(replicas), options, with_weights);
 }
 
-StatusOr<DistributedInput> ShardedTables::DistributeInput(const KeyedJaggedTensor& input) const {
+StatusOr<DistributedInput> ShardedTables::DistributeInput(const KeyedJaggedTensor& input,
+                                                          const ProcessGroup* via) const {
+  const ProcessGroup& group = via != nullptr ? *via : *group_;
+  if (group.world_size() != group_->world_size() || group.rank() != group_->rank()) {
+    return InvalidArgumentError(fmt::format("input dist: the group to send on (rank {} of {}) is not the module's "
+                                            "(rank {} of {})",
+                                            group.rank(), group.world_size(), group_->rank(), group_->world_size()));
+  }
   for (const auto& key : input.keys()) {
     if (served_.count(key) == 0) {
       return Status(SR_NOT_FOUND, fmt::format("feature '{}' has no table (the tables serve: {})", key,
@@ -125,7 +132,19 @@ StatusOr<DistributedInput> ShardedTables::DistributeInput(const KeyedJaggedTenso
   }
   if (layout_.any_sharded()) {
     SR_ASSIGN_OR_RETURN(auto routed, RouteToShards(layout_, d.local, options_.bounds_check, with_weights_));
-    SR_ASSIGN_OR_RETURN(d.received, KjtAllToAll(*group_, routed.kjt, routed.splits));
+    SR_ASSIGN_OR_RETURN(d.received, KjtAllToAll(group, routed.kjt, routed.splits));
+    // The bytes the two phases sent to other ranks: per key its sizes,
+    // then its lengths, ids and weights.
+    const auto ids_per_key = routed.kjt.length_per_key();
+    int64_t key = 0;
+    for (int r = 0; r < group.world_size(); ++r) {
+      for (int64_t k = 0; k < routed.splits[static_cast<size_t>(r)]; ++k, ++key) {
+        if (r == group.rank()) continue;
+        const int64_t ids = ids_per_key[static_cast<size_t>(key)];
+        d.bytes_sent += 3 * 8 + routed.kjt.stride_per_key()[static_cast<size_t>(key)] * 8 + ids * 8 +
+                        (routed.kjt.has_weights() ? ids * 4 : 0);
+      }
+    }
     d.origin = std::move(routed.origin);
     d.sent_per_key = routed.kjt.length_per_key();
     d.invalid = routed.invalid;

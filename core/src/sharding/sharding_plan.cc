@@ -133,8 +133,16 @@ StatusOr<PlanSpec> ParsePlanJson(const std::string& text, const std::string& sou
   } catch (const json::exception& e) {
     return InvalidArgumentError(source + ": not valid JSON: " + e.what());
   }
-  if (!doc.is_object() || doc.size() != 1 || !doc.contains("plan") || !doc["plan"].is_object()) {
+  if (!doc.is_object() || !doc.contains("plan") || !doc["plan"].is_object()) {
     return InvalidArgumentError(source + ": expected {\"plan\": {\"TABLE\": {\"sharding_type\": ...}, ...}}");
+  }
+  for (const auto& [key, value] : doc.items()) {
+    if (key == "plan") continue;
+    if (key != "qcomm_codecs") {
+      return InvalidArgumentError(source + ": unknown key '" + key + "' (a plan file holds \"plan\" and, optionally, "
+                                  "\"qcomm_codecs\")");
+    }
+    SR_RETURN_IF_ERROR(QCommFromJson(value, source).status());
   }
   PlanSpec spec;
   for (const auto& [table, entry] : doc["plan"].items()) {
@@ -150,6 +158,21 @@ StatusOr<PlanSpec> LoadPlanFile(const std::filesystem::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ParsePlanJson(ss.str(), path.string());
+}
+
+StatusOr<QCommConfig> ParsePlanQComm(const std::string& text, const std::string& source) {
+  SR_RETURN_IF_ERROR(ParsePlanJson(text, source).status());
+  const json doc = json::parse(text);
+  if (!doc.contains("qcomm_codecs")) return QCommConfig{};
+  return QCommFromJson(doc["qcomm_codecs"], source);
+}
+
+StatusOr<QCommConfig> LoadPlanQComm(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return Status(SR_NOT_FOUND, path.string() + ": cannot open the plan file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParsePlanQComm(ss.str(), path.string());
 }
 
 StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanRequest& req) {
@@ -172,6 +195,7 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
   ShardingPlan plan;
   plan.world_size = world;
   plan.sharder_options = req.sharder_options;
+  plan.qcomm = req.qcomm;
   plan.ranks_per_host = per_host;
   plan.bytes_per_rank.assign(world, 0);
   const sr_topology topo =
@@ -281,7 +305,9 @@ std::string FormatPlan(const ShardingPlan& plan) {
   }
   out += "  bytes per rank:";
   for (size_t r = 0; r < plan.bytes_per_rank.size(); ++r) out += fmt::format(" [{}] {}", r, plan.bytes_per_rank[r]);
-  return out + "\n";
+  out += "\n";
+  if (!plan.qcomm.empty()) out += "  comm codecs (forward:backward): " + plan.qcomm.ToString() + "\n";
+  return out;
 }
 
 std::string PlanToJson(const ShardingPlan& plan) {
@@ -296,6 +322,7 @@ std::string PlanToJson(const ShardingPlan& plan) {
                                   {"ranks", t.sharding.ranks},
                                   {"shards", shards}};
   }
+  if (!plan.qcomm.empty()) doc["qcomm_codecs"] = QCommToJson(plan.qcomm);
   return doc.dump(2);
 }
 

@@ -8,6 +8,7 @@
 #define SHARDREC_PLUGIN_API_H_
 
 #include "shardrec/abi/base.h"
+#include "shardrec/abi/codec.h"
 #include "shardrec/abi/comm.h"
 #include "shardrec/abi/eviction.h"
 #include "shardrec/abi/kernel.h"

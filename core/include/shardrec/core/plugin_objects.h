@@ -101,6 +101,26 @@ class Sharder : public PluginObject<sr_sharder_vtable, sr_sharder> {
   using PluginObject::PluginObject;
 };
 
+// A quantized comm codec (abi/codec.h, ABI 1.2). Encode and Decode may be
+// called from several threads at once (the ABI requires codecs to allow it).
+class Codec : public PluginObject<sr_codec_vtable, sr_codec> {
+ public:
+  static StatusOr<Codec> Create(const ComponentRef& ref, const OptionList& options);
+  // The element type of encoded blocks, and its size in bytes.
+  DLDataType quantized_dtype() const { return dtype_; }
+  size_t quantized_element_bytes() const { return (dtype_.bits * dtype_.lanes + 7u) / 8u; }
+  // Elements of quantized_dtype() a rows x cols block encodes to.
+  StatusOr<int64_t> QuantizedSize(int64_t rows, int64_t cols) const;
+  // in: rows x cols float32 values; out: QuantizedSize(rows, cols) elements.
+  Status Encode(const float* in, int64_t rows, int64_t cols, void* out) const;
+  Status Decode(const void* in, int64_t rows, int64_t cols, float* out) const;
+
+ private:
+  Codec(ComponentRef ref, sr_codec* handle, DLDataType dtype)
+      : PluginObject(std::move(ref), handle), dtype_(dtype) {}
+  DLDataType dtype_;
+};
+
 class DeviceStaging;  // core/src/device/device_staging.h
 
 // Where to create an object of component `ref` (a kernel, a communicator):

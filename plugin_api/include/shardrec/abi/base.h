@@ -27,7 +27,7 @@ extern "C" {
  * differ in either direction (rule 2). The major is also part of the entry
  * symbol's name, so a v2 plugin is simply not found by a v1 host. */
 #define SR_ABI_MAJOR 1
-#define SR_ABI_MINOR 1
+#define SR_ABI_MINOR 2
 
 /* Size of a struct up to and including `last`, without trailing padding.
  * Writers set struct_size to SR_STRUCT_SIZE(T, newest_field); readers touch a
@@ -164,9 +164,12 @@ typedef struct sr_host_api {
 #define SR_KIND_KERNEL 2
 #define SR_KIND_COMM 3
 #define SR_KIND_EVICTION 4
+#define SR_KIND_CODEC 5 /* ABI 1.2: quantized comm codecs (abi/codec.h) */
 
-/* One component: a sharder, a compute kernel, a comm backend or an eviction
- * policy. `vtable` points to the kind's vtable (sr_sharder_vtable, ...), whose
+/* One component: a sharder, a compute kernel, a comm backend, an eviction
+ * policy or (ABI 1.2) a comm codec. A host skips a component of a kind it
+ * does not know when the plugin's ABI minor is newer than its own (1.2 and
+ * later hosts; a 1.0 or 1.1 host refuses the library). `vtable` points to the kind's vtable (sr_sharder_vtable, ...), whose
  * first field is its own struct_size. Everything here is valid from the
  * moment the plugin table is returned until shutdown() returns; `attributes`
  * may be filled in by initialize() and is read only after it succeeded. */

@@ -100,6 +100,12 @@ class ProcessGroup {
   // sharding reduces within and across. Collective over this group.
   StatusOr<ProcessGroup> IntraHost() const;
   StatusOr<ProcessGroup> CrossHost() const;
+  // The same ranks on a communicator of their own (collective): what a
+  // second thread posts on while this group is busy, e.g. the train
+  // pipeline's input dist next to the step's output dist. Its collectives
+  // never wait behind this group's, and a GPU group gets its own staging
+  // stream.
+  StatusOr<ProcessGroup> Duplicate() const;
 
  private:
   ProcessGroup(std::shared_ptr<KvStore> store, Communicator comm, RankPlacement placement, int64_t timeout_ms,

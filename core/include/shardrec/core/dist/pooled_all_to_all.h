@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "shardrec/core/comm/process_group.h"
+#include "shardrec/core/plugin_objects.h"
 #include "shardrec/core/tensor/tensor.h"
 
 namespace shardrec {
@@ -17,13 +18,17 @@ namespace shardrec {
 // dim_sum_per_rank[r]: columns rank r contributes (every rank's, the same on
 // all ranks); batch_size_per_rank[r]: rank r's samples (empty: the global
 // batch split evenly, as the seeds do when it is not given).
+// codec: the forward's quantized comm codec (null: float32 as it is);
+// bytes: add the bytes sent to other ranks.
 StatusOr<Tensor> PooledAllToAll(const ProcessGroup& group, const Tensor& local_embeddings,
                                 const std::vector<int64_t>& dim_sum_per_rank,
-                                std::vector<int64_t> batch_size_per_rank = {});
+                                std::vector<int64_t> batch_size_per_rank = {}, const Codec* codec = nullptr,
+                                int64_t* bytes = nullptr);
 
 // The backward: `grad` is [B_rank, sum of dims]; returns [B_global, D_local].
 StatusOr<Tensor> PooledAllToAllBackward(const ProcessGroup& group, const Tensor& grad,
                                         const std::vector<int64_t>& dim_sum_per_rank,
-                                        const std::vector<int64_t>& batch_size_per_rank);
+                                        const std::vector<int64_t>& batch_size_per_rank, const Codec* codec = nullptr,
+                                        int64_t* bytes = nullptr);
 
 }  // namespace shardrec

@@ -9,15 +9,21 @@
 #include <vector>
 
 #include "shardrec/core/comm/process_group.h"
+#include "shardrec/core/plugin_objects.h"
 #include "shardrec/core/tensor/tensor.h"
 
 namespace shardrec {
 
+// codec: the quantized comm codec (null: float32 as it is); with one, the
+// slices travel encoded and are summed in float32 after decoding. bytes:
+// add the bytes sent to other ranks.
 StatusOr<Tensor> PooledReduceScatter(const ProcessGroup& group, const Tensor& partial_sums,
-                                     const std::vector<int64_t>& batch_size_per_rank);
+                                     const std::vector<int64_t>& batch_size_per_rank, const Codec* codec = nullptr,
+                                     int64_t* bytes = nullptr);
 
 // `grad` is [batch_size_per_rank[rank], D]; returns [sum of batches, D].
 StatusOr<Tensor> PooledReduceScatterBackward(const ProcessGroup& group, const Tensor& grad,
-                                             const std::vector<int64_t>& batch_size_per_rank);
+                                             const std::vector<int64_t>& batch_size_per_rank,
+                                             const Codec* codec = nullptr, int64_t* bytes = nullptr);
 
 }  // namespace shardrec

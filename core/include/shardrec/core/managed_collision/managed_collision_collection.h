@@ -69,11 +69,15 @@ class ShardedManagedCollisionCollection {
                                                             const std::vector<EmbeddingTableConfig>& tables,
                                                             const ManagedCollisionConfigs& managed);
 
-  // Collective. input: this rank's batch of raw ids.
-  StatusOr<KeyedJaggedTensor> Forward(const KeyedJaggedTensor& input, bool training);
+  // Collective. input: this rank's batch of raw ids. via: the group to
+  // send on (the same ranks, e.g. a pipeline's Duplicate()); null: the
+  // collection's. Forward and Evict touch only the collection, never the
+  // tables, so they may run on a pipeline's thread while another batch
+  // trains.
+  StatusOr<KeyedJaggedTensor> Forward(const KeyedJaggedTensor& input, bool training, const ProcessGroup* via = nullptr);
   // Collective: every rank's evictions since the last call, per table (the
   // same on every rank).
-  StatusOr<std::map<std::string, std::vector<int64_t>>> Evict();
+  StatusOr<std::map<std::string, std::vector<int64_t>>> Evict(const ProcessGroup* via = nullptr);
   // Collective: the counters summed over ranks.
   StatusOr<std::map<std::string, ManagedCollisionStats>> Stats() const;
 
@@ -88,6 +92,7 @@ class ShardedManagedCollisionCollection {
     std::vector<std::string> features;
     std::vector<int> bucket_rank;  // owner of each bucket
   };
+  StatusOr<const ProcessGroup*> GroupFor(const ProcessGroup* via) const;
   ShardedManagedCollisionCollection(const ProcessGroup& group, std::vector<MchManagedCollisionModule> modules,
                                     std::vector<Managed> managed)
       : group_(&group), modules_(std::move(modules)), managed_(std::move(managed)) {}

@@ -12,7 +12,9 @@
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "shardrec/core/managed_collision/managed_collision_collection.h"
@@ -56,6 +58,44 @@ class ManagedCollisionEmbedding {
     last_ = std::move(remapped);
     remap_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return embedding_.Forward(*last_, invalid_ids);
+  }
+
+  // A train pipeline's halves of a sharded, training Forward. Prepare
+  // remaps the raw ids, takes the round's evictions and runs the
+  // embedding's input dist, all on `via` (a Duplicate() of the group;
+  // null: the module's): it touches the collection, never the tables, so
+  // it may run on a second thread while the previous batch trains.
+  // Forward(Prepared) then resets the evicted rows, after the previous
+  // batch's update as in the unpipelined order, and looks up. Forward(input,
+  // true) gives the same numbers as Forward(Prepare(input)).
+  struct Prepared {
+    KeyedJaggedTensor remapped;
+    std::map<std::string, std::vector<int64_t>> evicted;
+    DistributedInput dist;
+    double remap_seconds = 0;  // remapping and taking the evictions
+  };
+  StatusOr<Prepared> Prepare(const KeyedJaggedTensor& input, const ProcessGroup* via = nullptr)
+    requires requires(const Embedding& e, const KeyedJaggedTensor& k) { e.DistributeInput(k, nullptr); }
+  {
+    const auto start = std::chrono::steady_clock::now();
+    Prepared p;
+    SR_ASSIGN_OR_RETURN(p.remapped, collection_.Forward(input, /*training=*/true, via));
+    SR_ASSIGN_OR_RETURN(p.evicted, collection_.Evict(via));
+    p.remap_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    SR_ASSIGN_OR_RETURN(p.dist, embedding_.DistributeInput(p.remapped, via));
+    return p;
+  }
+  template <class P>
+    requires std::same_as<P, Prepared> && requires(Embedding& e, DistributedInput d) { e.Forward(std::move(d)); }
+  StatusOr<KeyedTensor> Forward(P prepared, int64_t* invalid_ids = nullptr) {
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto& [table, rows] : prepared.evicted) {
+      SR_RETURN_IF_ERROR(mc_detail::ResetRows(embedding_.tables(), table, rows));
+    }
+    last_ = std::move(prepared.remapped);
+    remap_seconds_ += prepared.remap_seconds +
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return embedding_.Forward(std::move(prepared.dist), invalid_ids);
   }
 
   // grad: what the embedding module's Backward takes, for the last Forward.

@@ -26,13 +26,10 @@
 #include <limits>
 
 #include "shardrec/core/modules/sharded_tables.h"
+#include "shardrec/core/qcomm/qcomm_codecs.h"
 #include "shardrec/core/sparse/keyed_tensor.h"
 
 namespace shardrec {
-
-struct ShardedModuleOptions {
-  bool fast_paths = true;  // false: the generic output dist for every plan
-};
 
 class ShardedEmbeddingBagCollection {
  public:
@@ -43,6 +40,14 @@ class ShardedEmbeddingBagCollection {
   // input: this rank's batch (every feature the tables serve, one batch
   // size; a key no table serves is an error).
   StatusOr<KeyedTensor> Forward(const KeyedJaggedTensor& input, int64_t* invalid_ids = nullptr);
+  // Forward in two halves, what a train pipeline overlaps: the input dist
+  // (collective on `via`, a Duplicate() of the module's group, or on the
+  // module's group when null; it reads only the layout, so it may run on a
+  // second thread while this module looks up and updates another batch),
+  // then the rest of Forward on its result. Forward(input) is exactly
+  // Forward(DistributeInput(input)).
+  StatusOr<DistributedInput> DistributeInput(const KeyedJaggedTensor& input, const ProcessGroup* via = nullptr) const;
+  StatusOr<KeyedTensor> Forward(DistributedInput in, int64_t* invalid_ids = nullptr);
   // grad: float32 [local batch, sum of dims] for the last Forward's output.
   Status Backward(const Tensor& grad, int64_t iteration,
                   double learning_rate = std::numeric_limits<double>::quiet_NaN());
@@ -61,14 +66,20 @@ class ShardedEmbeddingBagCollection {
   const ShardedStepTimes& times() const { return times_; }
   // "table_wise", "row_wise" or "generic": the output dist in use.
   const char* output_dist() const;
+  const QCommCodecs& codecs() const { return codecs_; }
 
  private:
   enum class Path { kGeneric, kTableWise, kRowWise };
-  ShardedEmbeddingBagCollection(ShardedTables tables, Path path) : tables_(std::move(tables)), path_(path) {}
+  ShardedEmbeddingBagCollection(ShardedTables tables, Path path, QCommCodecs codecs)
+      : tables_(std::move(tables)), path_(path), codecs_(std::move(codecs)) {}
+  // The codecs of this module's output dist: the reduce-scatter's on the
+  // row-wise path, the all-to-all's on the others.
+  const Codec* ForwardCodec() const;
+  const Codec* BackwardCodec() const;
   StatusOr<int64_t> BatchSize(const KeyedJaggedTensor& local) const;
   StatusOr<Tensor> Lookup(const DistributedInput& in) const;
-  Status PlaceOutput(const Tensor& pooled, Tensor& out) const;
-  StatusOr<Tensor> ReturnGradient(const Tensor& grad) const;
+  Status PlaceOutput(const Tensor& pooled, Tensor& out);  // counts the bytes it sends
+  StatusOr<Tensor> ReturnGradient(const Tensor& grad);  // counts the bytes it sends
   Status ReplicaBackward(const Tensor& grad, int64_t iteration, double learning_rate) const;
   // Per id of last_->local: the sharded features' part (shard_grad: this
   // rank's shards' gradient, from ReturnGradient) and the replicas' part.
@@ -77,14 +88,11 @@ class ShardedEmbeddingBagCollection {
 
   ShardedTables tables_;
   Path path_;
+  QCommCodecs codecs_;
   ShardedStepTimes times_;
   // The last Forward's, for Backward.
   std::optional<DistributedInput> last_;
   std::vector<int64_t> batch_per_rank_;
-  // Where each key of last_->local starts in the Forward input's values,
-  // and how many values that input had.
-  std::vector<int64_t> input_value_at_;
-  size_t input_values_ = 0;
 };
 
 }  // namespace shardrec

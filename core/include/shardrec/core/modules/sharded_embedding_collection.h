@@ -26,14 +26,18 @@
 #include <optional>
 
 #include "shardrec/core/modules/sharded_tables.h"
+#include "shardrec/core/qcomm/qcomm_codecs.h"
 
 namespace shardrec {
 
 class ShardedEmbeddingCollection {
  public:
   // Every table's pooling is taken as none (as the unsharded module does).
+  // sharded.qcomm: the sequence_embeddings_all_to_all codecs (forward:
+  // the rows to each id's rank; backward: their gradients back).
   static StatusOr<ShardedEmbeddingCollection> Create(const PluginRegistry& registry, const ProcessGroup& group,
-                                                     const ShardingPlan& plan, const EmbeddingModuleOptions& options);
+                                                     const ShardingPlan& plan, const EmbeddingModuleOptions& options,
+                                                     const ShardedModuleOptions& sharded = {});
 
   // input: this rank's batch (every feature the tables serve; a key no
   // table serves is an error).
@@ -48,19 +52,21 @@ class ShardedEmbeddingCollection {
   const ShardedStepTimes& times() const { return times_; }
 
  private:
-  explicit ShardedEmbeddingCollection(ShardedTables tables) : tables_(std::move(tables)) {}
+  ShardedEmbeddingCollection(ShardedTables tables, QCommCodecs codecs)
+      : tables_(std::move(tables)), codecs_(std::move(codecs)) {}
   int64_t MaxSlotCols(int rank) const;
   Status ExchangeCounts(const DistributedInput& in);
   StatusOr<Tensor> Lookup(const DistributedInput& in) const;
   // Floats of rows per peer: held[r], this rank's shards' rows of r's ids;
   // sent[d], the rows of this rank's ids on d's shards.
   void ExchangeSizes(const DistributedInput& in, std::vector<int64_t>& held, std::vector<int64_t>& sent) const;
-  Status PlaceOutput(const DistributedInput& in, const Tensor& rows, std::vector<Tensor>& out) const;
+  Status PlaceOutput(const DistributedInput& in, const Tensor& rows, std::vector<Tensor>& out);  // counts bytes
   Status ReplicaForward(const DistributedInput& in, std::vector<Tensor>& out, int64_t* invalid) const;
-  StatusOr<Tensor> ReturnGradient(const std::vector<const Tensor*>& grads) const;
+  StatusOr<Tensor> ReturnGradient(const std::vector<const Tensor*>& grads);  // counts bytes
   Status ReplicaBackward(const std::vector<const Tensor*>& grads, int64_t iteration, double learning_rate) const;
 
   ShardedTables tables_;
+  QCommCodecs codecs_;
   ShardedStepTimes times_;
   // The last Forward's, for Backward.
   std::optional<DistributedInput> last_;

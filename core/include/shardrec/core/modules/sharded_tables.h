@@ -6,20 +6,35 @@
 // the group in the same order. The group must outlive this object.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "shardrec/core/comm/process_group.h"
 #include "shardrec/core/modules/rank_tables.h"
+#include "shardrec/core/qcomm/qcomm_config.h"
 #include "shardrec/core/sharding/shard_layout.h"
 
 namespace shardrec {
+
+// How the sharded modules run their dists.
+struct ShardedModuleOptions {
+  bool fast_paths = true;  // EBC; false: the generic output dist for every plan
+  // Quantized comm codecs per comm op (docs/comm.md): the output dist's
+  // all-to-all and reduce-scatter, forward and backward. Empty: float32.
+  QCommConfig qcomm;
+  std::map<std::string, OptionList> codec_options;  // --plugin-opt codec.NAME.*
+};
 
 // Seconds spent per phase, summed over steps (wall clock on this rank).
 struct ShardedStepTimes {
   double input_dist = 0, lookup = 0, output_dist = 0, backward = 0;
   int64_t steps = 0;
+  // Bytes this rank sent to other ranks: the input dist's ids, lengths and
+  // weights, and the output dist's embeddings and gradients (what a
+  // quantized comm codec shrinks).
+  int64_t input_dist_bytes = 0, output_dist_bytes = 0;
 };
 
 // One Forward's input side, kept for the matching Backward.
@@ -30,6 +45,15 @@ struct DistributedInput {
   std::vector<int64_t> sent_per_key;  // ids sent per slot key, destination-major
   KeyedJaggedTensor replica_local;    // the data-parallel features of `local`
   int64_t invalid = 0;                // ids dropped as out of range
+  // Filled by the sharded EBC's DistributeInput: every rank's batch size,
+  // where each key of `local` starts in the caller's input values and how
+  // many values that input had (for the id-weight gradient), and the wall
+  // seconds the dist took (wherever it ran).
+  std::vector<int64_t> batch_per_rank;
+  std::vector<int64_t> input_value_at;
+  size_t input_values = 0;
+  double seconds = 0;
+  int64_t bytes_sent = 0;  // to other ranks (ids, lengths, weights, sizes)
 };
 
 // A whole table as the unsharded module would hold it (float32).
@@ -55,7 +79,11 @@ class ShardedTables {
 
   // Collective. Checks the input's keys (a key no table serves is an
   // error naming it; a missing feature too) and sends every id to its shards.
-  StatusOr<DistributedInput> DistributeInput(const KeyedJaggedTensor& input) const;
+  // via: the group to send on (the same ranks: the module's group or a
+  // Duplicate() of it, which a pipeline's second thread uses); null: the
+  // module's. Reads only the layout, so it may run while another thread
+  // looks up or updates the tables.
+  StatusOr<DistributedInput> DistributeInput(const KeyedJaggedTensor& input, const ProcessGroup* via = nullptr) const;
   // Collective. Every rank's replica input, sample-concatenated in rank order.
   StatusOr<KeyedJaggedTensor> GatherReplicaInput(const KeyedJaggedTensor& replica_local) const;
   // Collective. The table named `name` assembled from every rank's shards.

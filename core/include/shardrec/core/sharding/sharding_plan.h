@@ -28,6 +28,7 @@
 
 #include "shardrec/core/modules/embedding_config.h"
 #include "shardrec/core/plugin_registry.h"
+#include "shardrec/core/qcomm/qcomm_config.h"
 #include "shardrec/core/sharding/table_placement.h"
 
 namespace shardrec {
@@ -43,8 +44,13 @@ struct ParameterSharding {
 // Table name -> its sharding.
 using PlanSpec = std::map<std::string, ParameterSharding>;
 
+// A plan file: {"plan": {TABLE: {...}}, "qcomm_codecs": {...}}; the second
+// key is optional (qcomm_config.h).
 StatusOr<PlanSpec> ParsePlanJson(const std::string& json_text, const std::string& source);
 StatusOr<PlanSpec> LoadPlanFile(const std::filesystem::path& path);
+// The plan file's "qcomm_codecs" (empty when it has none).
+StatusOr<QCommConfig> ParsePlanQComm(const std::string& json_text, const std::string& source);
+StatusOr<QCommConfig> LoadPlanQComm(const std::filesystem::path& path);
 
 struct PlanRequest {
   std::vector<EmbeddingTableConfig> tables;
@@ -59,6 +65,7 @@ struct PlanRequest {
   std::map<std::string, OptionList> sharder_options;
   // Optimizer state per full row, in bytes (0: none).
   std::function<int64_t(const EmbeddingTableConfig&)> state_bytes_per_row;
+  QCommConfig qcomm;  // the output dist's codecs, carried into the plan
 };
 
 struct ShardedTable {
@@ -75,6 +82,7 @@ struct ShardingPlan {
   // The request's component options, so the sharders that route ids at run
   // time (ShardLayout) are created as the plan's were.
   std::map<std::string, OptionList> sharder_options;
+  QCommConfig qcomm;  // the quantized comm codecs per comm op (empty: float32)
 };
 
 StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanRequest& request);
