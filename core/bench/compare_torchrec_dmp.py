@@ -63,9 +63,8 @@ def torchrec_rank(rank, args, port, result_path):
     from torchrec import EmbeddingBagCollection, EmbeddingBagConfig, KeyedJaggedTensor
     from torchrec.distributed import DistributedModelParallel
     from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
-    from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
-    from torchrec.distributed.planner.types import ParameterConstraints
-    from torchrec.distributed.types import ShardingType
+    from torchrec.distributed.sharding_plan import construct_module_sharding_plan, row_wise, table_wise
+    from torchrec.distributed.types import ShardingPlan
 
     torch.set_num_threads(args.threads)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -80,12 +79,17 @@ def torchrec_rank(rank, args, port, result_path):
     if args.optimizer != "sgd":
         fused["eps"] = 1e-8
     sharder = EmbeddingBagCollectionSharder(fused_params=fused)
-    kind = ShardingType.ROW_WISE.value if args.sharder == "row_wise" else ShardingType.TABLE_WISE.value
-    constraints = {c.name: ParameterConstraints(sharding_types=[kind], compute_kernels=["fused"]) for c in configs}
-    topology = Topology(world_size=args.ranks, compute_device="cpu")
-    plan = EmbeddingShardingPlanner(topology=topology, constraints=constraints).collective_plan(
-        ebc, [sharder], dist.GroupMember.WORLD)
+    # The plan written out, as shardrec's balanced table-wise plan places
+    # these tables (table i on rank i mod P), or every table row-wise (the
+    # planner offers no row-wise on a CPU topology).
+    per_param = {c.name: (row_wise(compute_kernel="fused") if args.sharder == "row_wise"
+                          else table_wise(rank=i % args.ranks, compute_kernel="fused"))
+                 for i, c in enumerate(configs)}
+    plan = ShardingPlan({"": construct_module_sharding_plan(ebc, per_param, sharder=sharder, local_size=args.ranks,
+                                                            world_size=args.ranks, device_type="cpu")})
     model = DistributedModelParallel(ebc, device=torch.device("cpu"), plan=plan, sharders=[sharder])
+    if rank == 0 and args.show_plan:
+        print(plan, file=sys.stderr)
 
     g = torch.Generator().manual_seed(1000 + rank)
     batches, grads = [], []
@@ -178,6 +182,7 @@ def main():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--threads", type=int, default=1, help="threads per rank, both sides")
     p.add_argument("--runs", type=int, default=3, help="alternating runs of each")
+    p.add_argument("--show-plan", action="store_true", help="print TorchRec's sharding plan (stderr)")
     p.add_argument("--torchrec-worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.setup:

@@ -1,34 +1,29 @@
-// FP8 E4M3 conversions (fp8_e4m3.h), by arithmetic on the float's value:
-// scaling by a power of two is exact, so nearbyint() rounds the mantissa
-// (ties to even in the default rounding mode) without a table search.
+// FP8 E4M3 conversions (fp8_e4m3.h) on the float's bits: a normal value
+// keeps its exponent and has its mantissa rounded to 3 bits (ties to even)
+// by one add; a subnormal one is |x| in steps of 2^-9, an exact scaling
+// rounded by lrintf (ties to even in the default rounding mode).
 #include "fp8_e4m3.h"
 
 #include <array>
+#include <bit>
 #include <cmath>
 
 namespace shardrec::codecs {
 
 uint8_t FloatToFp8E4M3(float x) {
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  if (std::isnan(x)) return static_cast<uint8_t>(sign | 0x7F);
-  const float a = std::fabs(x);
-  if (a >= kFp8E4M3Max) return static_cast<uint8_t>(sign | 0x7E);  // saturate (448 is 0x7E)
-  if (a < 0x1p-6f) {
-    // Subnormal: steps of 2^-9.
-    const auto m = static_cast<int>(std::nearbyint(std::ldexp(a, 9)));
-    return static_cast<uint8_t>(sign | m);  // m == 8 is the smallest normal, 0x08: the same bits
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const auto sign = static_cast<uint8_t>((bits >> 24) & 0x80);
+  const uint32_t a = bits & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7F);  // NaN
+  if (a >= 0x43E00000u) return static_cast<uint8_t>(sign | 0x7E);  // >= 448 (inf too): saturate
+  if (a < 0x3C800000u) {                                             // below 2^-6: subnormal
+    const long m = std::lrintf(std::bit_cast<float>(a) * 512.0f);    // 0..8; 8 is 2^-6, code 0x08
+    return static_cast<uint8_t>(sign | m);
   }
-  // Normal: 3 mantissa bits below the leading one.
-  int e = 0;
-  std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1): the leading bit is 2^(e-1)
-  int exponent = e - 1 + 7;  // biased, >= 1 here
-  auto m = static_cast<int>(std::nearbyint(std::ldexp(a, 3 - (e - 1)))) - 8;
-  if (m == 8) {
-    m = 0;
-    ++exponent;
-  }
-  const int code = (exponent << 3) | m;
-  return static_cast<uint8_t>(sign | (code > 0x7E ? 0x7E : code));
+  const uint32_t rounded = a + 0x7FFFFu + ((a >> 20) & 1u);  // ties to even on the 3-bit mantissa
+  const uint32_t exponent = (rounded >> 23) - 127u + 7u;
+  const uint32_t code = (exponent << 3) | ((rounded >> 20) & 7u);
+  return static_cast<uint8_t>(sign | (code > 0x7Eu ? 0x7Eu : code));
 }
 
 float Fp8E4M3ToFloat(uint8_t q) {

@@ -87,23 +87,22 @@ def fp8_values():
 
 
 FP8 = fp8_values()
-FINITE = [c for c in range(256) if not np.isnan(FP8[c])]
 
 
 def fp8_nearest(y):
-    """The E4M3 code nearest y; ties to the even code (saturating at 448)."""
-    if y >= 448:
-        return 0x7E
-    if y <= -448:
-        return 0xFE
+    """The E4M3 code nearest y: the nearest magnitude (ties to the even
+    code, saturating at 448) with y's sign, as IEEE rounding keeps it (a
+    negative value that rounds to zero is -0.0)."""
+    sign = 0x80 if np.signbit(y) else 0x00
+    a = abs(float(y))
+    if a >= 448:
+        return sign | 0x7E
     best, best_err = None, None
-    for c in FINITE:
-        err = abs(FP8[c] - float(y))
+    for c in range(0x7F):  # the positive finite codes
+        err = abs(FP8[c] - a)
         if best is None or err < best_err or (err == best_err and (c & 1) == 0 and (best & 1) == 1):
             best, best_err = c, err
-    if best_err == 0 and float(y) == 0:
-        return 0x80 if np.signbit(y) else 0x00
-    return best
+    return sign | best
 
 
 def fp8_encode(x):
@@ -144,6 +143,12 @@ def blocks():
     edge[4] = [6.5e4, -7e4, 1, -1, 0.5, 1e5]  # fp16 saturates to +-inf past 65504
     yield "edge", edge
     yield "one column", rng.standard_normal((4, 1)).astype(np.float32)
+    # Every positive FP8 value and every midpoint between neighbours (the
+    # ties), with 448 in the row so fp8's scale is exactly 1; and negated.
+    pos = np.sort(np.unique(FP8[[c for c in range(0x7F) if not np.isnan(FP8[c])]]))
+    mids = (pos[:-1] + pos[1:]) / 2
+    row = np.concatenate([[448.0], pos, mids]).astype(np.float32)
+    yield "fp8 ties", np.stack([row, -row])
 
 
 def shardrec(*args):
