@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "../modules/sharded_fixture.h"
+#include "mc_stream.h"
 #include "shardrec/core/managed_collision/managed_collision_embedding.h"
 #include "shardrec/core/tensor/dtype_convert.h"
 
@@ -31,40 +32,12 @@ class ManagedCollisionModules : public ShardedTest {
             .ok());
   }
 
-  // t0 and t1 are managed (t0 with a residual range), t2 is not.
-  static std::vector<EmbeddingTableConfig> Tables(PoolingType pooling) {
-    return {Table("t0", 16, 6, {"f0", "f1"}, pooling, false), Table("t1", 10, 4, {"f2"}, pooling, false),
-            Table("t2", 7, 3, {"f3"}, pooling, false)};
-  }
-  static ManagedCollisionConfigs Managed() {
-    ManagedCollisionConfigs m;
-    m["t0"] = ParseManagedCollision("t0", "zch_size=12,mch_size=4,buckets=4,policy=lfu,eviction_interval=2").value();
-    m["t1"] = ParseManagedCollision("t1", "zch_size=10,buckets=2,policy=distance_lfu,eviction_interval=1").value();
-    return m;
-  }
-  static int64_t BatchOf(int rank) { return 3 + rank % 2; }
-
-  // Raw ids: managed features draw from a range far larger than the table.
+  // The shared stream (mc_stream.h): t0 and t1 managed, raw ids that contend.
+  static std::vector<EmbeddingTableConfig> Tables(PoolingType pooling) { return mc_stream::Tables(pooling); }
+  static ManagedCollisionConfigs Managed() { return mc_stream::Managed(); }
+  static int64_t BatchOf(int rank) { return mc_stream::BatchOf(rank); }
   static KeyedJaggedTensor RawBatch(const std::vector<EmbeddingTableConfig>& tables, int rank, int step) {
-    std::mt19937_64 rng(static_cast<uint64_t>(rank) * 1000003u + static_cast<uint64_t>(step) * 7919u + 3u);
-    std::vector<std::string> keys;
-    std::vector<int64_t> values, lengths;
-    for (const auto& t : tables) {
-      const uint64_t range = t.name == "t2" ? static_cast<uint64_t>(t.num_embeddings) : 40;
-      for (const auto& f : t.feature_names) {
-        keys.push_back(f);
-        for (int64_t b = 0; b < BatchOf(rank); ++b) {
-          const int64_t n = static_cast<int64_t>(rng() % 4);
-          lengths.push_back(n);
-          for (int64_t i = 0; i < n; ++i) {
-            // Skewed: low ids come back often, so slots are contested.
-            const uint64_t a = rng() % range, b2 = rng() % range;
-            values.push_back(static_cast<int64_t>(std::min(a, b2)) * (t.name == "t2" ? 1 : 1000003));
-          }
-        }
-      }
-    }
-    return KeyedJaggedTensor::FromLengths(keys, values, lengths).value();
+    return mc_stream::RawBatch(tables, rank, step);
   }
 
   static EmbeddingModuleOptions Options() {

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "../managed_collision/mc_stream.h"
 #include "../modules/sharded_fixture.h"
 #include "shardrec/core/managed_collision/managed_collision_embedding.h"
 #include "shardrec/core/modules/sharded_embedding_bag_collection.h"
@@ -172,42 +173,17 @@ class PipelinedTraining : public ShardedTest {
             .ok());
   }
 
+  // Managed: the managed-collision tests' stream (mc_stream.h), which evicts
+  // every round or two; else weighted tables with sum and mean pooling.
   static std::vector<EmbeddingTableConfig> Tables(bool managed) {
-    if (managed) {
-      return {Table("t0", 16, 6, {"f0", "f1"}, PoolingType::kSum, false),
-              Table("t1", 10, 4, {"f2"}, PoolingType::kMean, false), Table("t2", 7, 3, {"f3"}, PoolingType::kSum, false)};
-    }
+    if (managed) return mc_stream::Tables(PoolingType::kSum);
     return {Table("t0", 50, 8, {"f0", "f1"}, PoolingType::kSum, true), Table("t1", 23, 5, {"f2"}, PoolingType::kMean, true),
             Table("t2", 3, 12, {"f3"}, PoolingType::kSum, true)};
   }
-  static ManagedCollisionConfigs Managed() {
-    ManagedCollisionConfigs m;
-    m["t0"] = ParseManagedCollision("t0", "zch_size=12,mch_size=4,buckets=4,policy=lfu,eviction_interval=2").value();
-    m["t1"] = ParseManagedCollision("t1", "zch_size=10,buckets=2,policy=distance_lfu,eviction_interval=1").value();
-    return m;
-  }
-  static int64_t BatchOf(int rank) { return 3 + rank % 2; }
-  // Managed tables get raw ids from a range far larger than the table, skewed so slots are contested.
+  static ManagedCollisionConfigs Managed() { return mc_stream::Managed(); }
+  static int64_t BatchOf(int rank) { return mc_stream::BatchOf(rank); }
   static KeyedJaggedTensor Batch(const std::vector<EmbeddingTableConfig>& tables, bool managed, int rank, int step) {
-    if (!managed) return LocalBatch(tables, rank, step, BatchOf(rank));
-    std::mt19937_64 rng(static_cast<uint64_t>(rank) * 1000003u + static_cast<uint64_t>(step) * 7919u + 3u);
-    std::vector<std::string> keys;
-    std::vector<int64_t> values, lengths;
-    for (const auto& t : tables) {
-      const uint64_t range = t.name == "t2" ? static_cast<uint64_t>(t.num_embeddings) : 40;
-      for (const auto& f : t.feature_names) {
-        keys.push_back(f);
-        for (int64_t b = 0; b < BatchOf(rank); ++b) {
-          const int64_t n = static_cast<int64_t>(rng() % 4);
-          lengths.push_back(n);
-          for (int64_t i = 0; i < n; ++i) {
-            const uint64_t a = rng() % range, b2 = rng() % range;
-            values.push_back(static_cast<int64_t>(std::min(a, b2)) * (t.name == "t2" ? 1 : 1000003));
-          }
-        }
-      }
-    }
-    return KeyedJaggedTensor::FromLengths(keys, values, lengths).value();
+    return managed ? mc_stream::RawBatch(tables, rank, step) : LocalBatch(tables, rank, step, BatchOf(rank));
   }
 
   ShardingPlan Plan(const std::string& sharder, int world, const std::vector<EmbeddingTableConfig>& tables) {
