@@ -34,6 +34,7 @@
 #include "shardrec/core/modules/embedding_bag_collection.h"
 #include "shardrec/core/modules/sharded_embedding_bag_collection.h"
 #include "shardrec/core/pipeline/train_pipeline.h"
+#include "shardrec/core/qcomm/qcomm_codecs.h"
 #include "shardrec/core/resources/memory.h"
 #include "shardrec/core/sharding/sharding_plan.h"
 #include "shardrec/core/tensor/dtype_convert.h"
@@ -1130,6 +1131,11 @@ int RunTrain(const std::vector<std::string>& args) {
 
   HostSession session;
   if (!OpenSession("train", g, kAllPluginKinds, &session)) return kExitUsage;
+  // Every codec named must exist, said once, before ranks start.
+  if (auto codecs = QCommCodecs::Create(session.registry, qcomm, session.plugin_options.ForKind("codec"));
+      !codecs.ok()) {
+    return fail("--qcomm: " + codecs.status().message());
+  }
   options.kernel_options = session.plugin_options.For("kernel", f.kernel);
   std::vector<std::string> kernels{f.kernel};
   if (spec) {
