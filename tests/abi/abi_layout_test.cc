@@ -51,6 +51,10 @@ PIN(sr_comm_vtable, request_destroy, 112, 104);
 PIN(sr_eviction_score_args, scores, 80, 72);
 PIN(sr_eviction_select_args, keep, 40, 32);
 PIN(sr_eviction_vtable, select, 48, 40);
+// ABI 1.2: comm codecs.
+PIN(sr_codec_create_args, options, 32, 16);
+PIN(sr_codec_block_args, output, 48, 40);
+PIN(sr_codec_vtable, decode, 64, 56);
 
 // The fields every reader relies on before it checks sizes.
 static_assert(offsetof(sr_plugin_api, struct_size) == 0);
@@ -85,13 +89,13 @@ size_t CxxSize(const std::string& name) {
   SR_CXX(sr_kernel_forward_args) SR_CXX(sr_kernel_backward_args) SR_CXX(sr_kernel_rows_args)
   SR_CXX(sr_kernel_vtable) SR_CXX(sr_comm_create_args) SR_CXX(sr_kv_store) SR_CXX(sr_collective_args)
   SR_CXX(sr_comm_vtable) SR_CXX(sr_eviction_score_args) SR_CXX(sr_eviction_select_args)
-  SR_CXX(sr_eviction_vtable)
+  SR_CXX(sr_eviction_vtable) SR_CXX(sr_codec_create_args) SR_CXX(sr_codec_block_args) SR_CXX(sr_codec_vtable)
 #undef SR_CXX
   return 0;
 }
 
 TEST(AbiLayout, CAndCxxAgreeOnEveryStruct) {
-  ASSERT_EQ(sr_c_layout_count(), 28u);
+  ASSERT_EQ(sr_c_layout_count(), 31u);
   for (size_t i = 0; i < sr_c_layout_count(); ++i) {
     EXPECT_EQ(sr_c_layout_size(i), CxxSize(sr_c_layout_name(i))) << sr_c_layout_name(i);
   }
@@ -112,6 +116,8 @@ TEST(AbiLayout, StructSizeMacroExcludesTrailingPadding) {
 
 TEST(AbiLayout, VersionAndCodes) {
   EXPECT_EQ(SR_ABI_MAJOR, 1);
+  EXPECT_EQ(SR_ABI_MINOR, 2);
+  EXPECT_EQ(SR_KIND_CODEC, 5);
   EXPECT_EQ(std::string(SR_PLUGIN_ENTRY_SYMBOL), "shardrec_plugin_get_api_v1");
   // Codes equal absl::StatusCode, so statuses map one to one.
   EXPECT_EQ(SR_INVALID_ARGUMENT, 3);

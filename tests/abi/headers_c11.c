@@ -43,6 +43,9 @@ static const sr_c_layout kLayouts[] = {
     SR_C_LAYOUT(sr_eviction_score_args, scores),
     SR_C_LAYOUT(sr_eviction_select_args, keep),
     SR_C_LAYOUT(sr_eviction_vtable, select),
+    SR_C_LAYOUT(sr_codec_create_args, options),
+    SR_C_LAYOUT(sr_codec_block_args, output),
+    SR_C_LAYOUT(sr_codec_vtable, decode),
 };
 
 size_t sr_c_layout_count(void) { return sizeof(kLayouts) / sizeof(kLayouts[0]); }
