@@ -87,6 +87,16 @@ StatusOr<int64_t> Codec::QuantizedSize(int64_t rows, int64_t cols) const {
   int64_t n = -1;
   SR_RETURN_IF_ERROR(Call("quantized_size", [&] { return vtable().quantized_size(handle(), rows, cols, &n); }));
   if (n < 0) return InternalError(fmt::format("{}: quantized_size({}, {}) is negative ({})", Describe(), rows, cols, n));
+  // A codec exists to shrink blocks: one that would make a block larger than
+  // its float32 bytes plus 64 bytes a row (room for per-row parameters) is
+  // refused before the host allocates what it asks for.
+  const long double bytes = static_cast<long double>(n) * static_cast<long double>(quantized_element_bytes());
+  const long double limit = 4.0L * rows * cols + 64.0L * rows + 4096.0L;
+  if (bytes > limit) {
+    return InternalError(fmt::format("{}: quantized_size({}, {}) is {} elements ({} bytes), more than the block's "
+                                     "{} float32 bytes plus 64 a row",
+                                     Describe(), rows, cols, n, static_cast<double>(bytes), 4 * rows * cols));
+  }
   return n;
 }
 

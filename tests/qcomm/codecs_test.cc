@@ -236,6 +236,23 @@ TEST_P(Codecs, RefusesBuffersOfTheWrongSize) {
   EXPECT_NE(s.message().find("expected 36 elements"), std::string::npos) << s.ToString();
 }
 
+TEST_P(Codecs, ACodecAskingForMoreThanTheBlockIsRefused) {
+  const auto path = std::filesystem::path(SHARDREC_FIXTURE_DIR) / "greedy_codec" / "libshardrec_codec_greedy.so";
+  ASSERT_TRUE(registry_.LoadLibrary(path).ok()) << path;
+  auto codec = Codec::Create(registry_.Find(SR_KIND_CODEC, "greedy").value(), {});
+  ASSERT_TRUE(codec.ok()) << codec.status().ToString();
+  auto size = codec->QuantizedSize(4, 16);
+  ASSERT_FALSE(size.ok());
+  EXPECT_NE(size.status().message().find("more than the block's 256 float32 bytes"), std::string::npos)
+      << size.status().ToString();
+  // Through a collective: refused before anything is allocated or sent.
+  OnRanks(2, [&](const ProcessGroup& group) {
+    Tensor in = Tensor::Zeros(dtype::kFloat32, {2 * 16}), out = Tensor::Zeros(dtype::kFloat32, {2 * 16});
+    auto sent = QuantizedAllToAll(group, &codec.value(), in, {{1, 16}, {1, 16}}, &out, {{1, 16}, {1, 16}}, "test");
+    EXPECT_FALSE(sent.ok());
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Comm, Codecs, ::testing::Values("local", "gloo"));
 
 TEST(QCommConfig, FlagForms) {
