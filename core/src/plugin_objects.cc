@@ -113,32 +113,20 @@ DLTensor Flat(const void* data, DLDataType dtype, int64_t* n) {
 }
 }  // namespace
 
-Status Codec::Encode(const float* in, int64_t rows, int64_t cols, void* out) const {
+Status Codec::Block(bool encode, const void* in, int64_t rows, int64_t cols, void* out) const {
   SR_ASSIGN_OR_RETURN(int64_t q, QuantizedSize(rows, cols));
   int64_t n = rows * cols;
-  const DLTensor input = Flat(in, {kDLFloat, 32, 1}, &n);
-  DLTensor output = Flat(out, dtype_, &q);
+  constexpr DLDataType kF32{kDLFloat, 32, 1};
+  const DLTensor input = encode ? Flat(in, kF32, &n) : Flat(in, dtype_, &q);
+  DLTensor output = encode ? Flat(out, dtype_, &q) : Flat(out, kF32, &n);
   sr_codec_block_args a{};
   a.struct_size = SR_STRUCT_SIZE(sr_codec_block_args, output);
   a.rows = rows;
   a.cols = cols;
   a.input = &input;
   a.output = &output;
-  return Call("encode", [&] { return vtable().encode(handle(), &a); });
-}
-
-Status Codec::Decode(const void* in, int64_t rows, int64_t cols, float* out) const {
-  SR_ASSIGN_OR_RETURN(int64_t q, QuantizedSize(rows, cols));
-  int64_t n = rows * cols;
-  const DLTensor input = Flat(in, dtype_, &q);
-  DLTensor output = Flat(out, {kDLFloat, 32, 1}, &n);
-  sr_codec_block_args a{};
-  a.struct_size = SR_STRUCT_SIZE(sr_codec_block_args, output);
-  a.rows = rows;
-  a.cols = cols;
-  a.input = &input;
-  a.output = &output;
-  return Call("decode", [&] { return vtable().decode(handle(), &a); });
+  return encode ? Call("encode", [&] { return vtable().encode(handle(), &a); })
+                : Call("decode", [&] { return vtable().decode(handle(), &a); });
 }
 
 StatusOr<Sharder> Sharder::Create(const ComponentRef& ref, const OptionList& options) {

@@ -568,47 +568,38 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   }
   SR_ASSIGN_OR_RETURN(int64_t bytes, ebc.tables().BytesOnRank());
   SR_ASSIGN_OR_RETURN(result.bytes, AllGatherValues(group, bytes));
-  // The pipeline's times, every rank's.
-  {
-    const PipelineTimes& p = pipeline.times();
-    const std::vector<double> mine_p = {p.fetch, p.dist, p.exposed_fetch, p.exposed_dist};
-    Tensor send = Tensor::Empty(dtype::kInt64, {4});
-    for (size_t k = 0; k < 4; ++k) send.data<int64_t>()[k] = static_cast<int64_t>(mine_p[k] * 1e9);
-    Tensor got = Tensor::Empty(dtype::kInt64, {4 * world});
-    SR_RETURN_IF_ERROR(group.AllGatherV(send, &got, std::vector<int64_t>(static_cast<size_t>(world), 4)));
-    const int64_t* g = got.data<int64_t>();
-    for (int r = 0; r < world; ++r, g += 4) {
-      PipelineTimes t;
-      t.fetch = static_cast<double>(g[0]) * 1e-9;
-      t.dist = static_cast<double>(g[1]) * 1e-9;
-      t.exposed_fetch = static_cast<double>(g[2]) * 1e-9;
-      t.exposed_dist = static_cast<double>(g[3]) * 1e-9;
-      t.batches = p.batches;
-      result.pipeline.push_back(t);
-      // The steps blocked on the reader: what the pipeline did not hide.
-      result.data_wait.push_back(t.exposed_fetch);
-    }
-  }
-  // Phase times in nanoseconds and the bytes sent, every rank's, in one gather.
+  // Phase and pipeline times in nanoseconds and the bytes sent, every
+  // rank's, in one gather.
   const auto& t = ebc.times();
+  const PipelineTimes& p = pipeline.times();
+  auto ns_of = [](double seconds) { return static_cast<int64_t>(seconds * 1e9); };
   Tensor mine = Tensor::FromVector(std::vector<int64_t>{
-      static_cast<int64_t>(t.input_dist * 1e9), static_cast<int64_t>(t.lookup * 1e9),
-      static_cast<int64_t>(t.output_dist * 1e9), static_cast<int64_t>(t.backward * 1e9), t.input_dist_bytes,
-      t.output_dist_bytes});
-  constexpr int kFields = 6;
+      ns_of(t.input_dist), ns_of(t.lookup), ns_of(t.output_dist), ns_of(t.backward), t.input_dist_bytes,
+      t.output_dist_bytes, ns_of(p.fetch), ns_of(p.dist), ns_of(p.exposed_fetch), ns_of(p.exposed_dist)});
+  constexpr int kFields = 10;
   Tensor all = Tensor::Empty(dtype::kInt64, {kFields * world});
   SR_RETURN_IF_ERROR(group.AllGatherV(mine, &all, std::vector<int64_t>(static_cast<size_t>(world), kFields)));
   const int64_t* ns = all.data<int64_t>();
+  auto seconds = [](int64_t n) { return static_cast<double>(n) * 1e-9; };
   for (int r = 0; r < world; ++r, ns += kFields) {
     ShardedStepTimes times;
-    times.input_dist = static_cast<double>(ns[0]) * 1e-9;
-    times.lookup = static_cast<double>(ns[1]) * 1e-9;
-    times.output_dist = static_cast<double>(ns[2]) * 1e-9;
-    times.backward = static_cast<double>(ns[3]) * 1e-9;
+    times.input_dist = seconds(ns[0]);
+    times.lookup = seconds(ns[1]);
+    times.output_dist = seconds(ns[2]);
+    times.backward = seconds(ns[3]);
     times.steps = t.steps;
     times.input_dist_bytes = ns[4];
     times.output_dist_bytes = ns[5];
     result.times.push_back(times);
+    PipelineTimes pt;
+    pt.fetch = seconds(ns[6]);
+    pt.dist = seconds(ns[7]);
+    pt.exposed_fetch = seconds(ns[8]);
+    pt.exposed_dist = seconds(ns[9]);
+    pt.batches = p.batches;
+    result.pipeline.push_back(pt);
+    // The steps blocked on the reader: what the pipeline did not hide.
+    result.data_wait.push_back(pt.exposed_fetch);
   }
   return result;
 }

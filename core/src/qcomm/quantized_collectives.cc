@@ -15,41 +15,54 @@ Tensor QuantizedBuffer(const Codec& codec, int64_t elements) {
   return Tensor::Empty(codec.quantized_dtype(), {elements});
 }
 
-// Encodes every rank's parts into one buffer, rank after rank; counts[r]:
-// the elements rank r's parts became.
-StatusOr<Tensor> EncodeParts(const Codec& codec, const float* src, const BlockParts& parts,
-                             std::vector<int64_t>* counts) {
-  counts->assign(parts.size(), 0);
+// The elements each block of `parts` encodes to, rank after rank (asked of
+// the codec once per block), and each rank's total.
+struct PartSizes {
+  std::vector<std::vector<int64_t>> block;
+  std::vector<int64_t> per_rank;
   int64_t total = 0;
-  for (size_t r = 0; r < parts.size(); ++r) {
-    for (const FloatBlock& b : parts[r]) {
-      SR_ASSIGN_OR_RETURN(int64_t n, codec.QuantizedSize(b.rows, b.cols));
-      (*counts)[r] += n;
+};
+StatusOr<PartSizes> SizesOf(const Codec& codec, const BlockParts& parts) {
+  PartSizes sizes;
+  for (const auto& rank_parts : parts) {
+    sizes.block.emplace_back();
+    int64_t n = 0;
+    for (const FloatBlock& b : rank_parts) {
+      SR_ASSIGN_OR_RETURN(int64_t q, codec.QuantizedSize(b.rows, b.cols));
+      sizes.block.back().push_back(q);
+      n += q;
     }
-    total += (*counts)[r];
+    sizes.per_rank.push_back(n);
+    sizes.total += n;
   }
-  Tensor out = QuantizedBuffer(codec, total);
+  return sizes;
+}
+
+// Encodes every rank's parts into one buffer, rank after rank.
+StatusOr<Tensor> EncodeParts(const Codec& codec, const float* src, const BlockParts& parts, const PartSizes& sizes) {
+  Tensor out = QuantizedBuffer(codec, sizes.total);
   char* dst = static_cast<char*>(out.raw_data());
   const size_t es = codec.quantized_element_bytes();
-  for (const auto& rank_parts : parts) {
-    for (const FloatBlock& b : rank_parts) {
+  for (size_t r = 0; r < parts.size(); ++r) {
+    for (size_t i = 0; i < parts[r].size(); ++i) {
+      const FloatBlock& b = parts[r][i];
       SR_RETURN_IF_ERROR(codec.Encode(src, b.rows, b.cols, dst));
-      SR_ASSIGN_OR_RETURN(int64_t n, codec.QuantizedSize(b.rows, b.cols));
       src += b.numel();
-      dst += static_cast<size_t>(n) * es;
+      dst += static_cast<size_t>(sizes.block[r][i]) * es;
     }
   }
   return out;
 }
 
-Status DecodeParts(const Codec& codec, const Tensor& encoded, const BlockParts& parts, float* dst) {
+Status DecodeParts(const Codec& codec, const Tensor& encoded, const BlockParts& parts, const PartSizes& sizes,
+                   float* dst) {
   const char* src = static_cast<const char*>(encoded.raw_data());
   const size_t es = codec.quantized_element_bytes();
-  for (const auto& rank_parts : parts) {
-    for (const FloatBlock& b : rank_parts) {
+  for (size_t r = 0; r < parts.size(); ++r) {
+    for (size_t i = 0; i < parts[r].size(); ++i) {
+      const FloatBlock& b = parts[r][i];
       SR_RETURN_IF_ERROR(codec.Decode(src, b.rows, b.cols, dst));
-      SR_ASSIGN_OR_RETURN(int64_t n, codec.QuantizedSize(b.rows, b.cols));
-      src += static_cast<size_t>(n) * es;
+      src += static_cast<size_t>(sizes.block[r][i]) * es;
       dst += b.numel();
     }
   }
@@ -116,21 +129,14 @@ StatusOr<int64_t> QuantizedAllToAll(const ProcessGroup& group, const Codec* code
     SR_RETURN_IF_ERROR(group.AllToAllV(send, send_counts, recv, recv_counts).WithContext(what));
     return BytesToOthers(send_counts, sizeof(float), me);
   }
-  SR_ASSIGN_OR_RETURN(Tensor encoded, EncodeParts(*codec, send.data<float>(), send_parts, &send_counts));
-  int64_t recv_total = 0;
-  for (const auto& rank_parts : recv_parts) {
-    int64_t n = 0;
-    for (const FloatBlock& b : rank_parts) {
-      SR_ASSIGN_OR_RETURN(int64_t q, codec->QuantizedSize(b.rows, b.cols));
-      n += q;
-    }
-    recv_counts.push_back(n);
-    recv_total += n;
-  }
-  Tensor received = QuantizedBuffer(*codec, recv_total);
-  SR_RETURN_IF_ERROR(group.AllToAllV(encoded, send_counts, &received, recv_counts)
+  SR_ASSIGN_OR_RETURN(PartSizes sent, SizesOf(*codec, send_parts));
+  SR_ASSIGN_OR_RETURN(PartSizes got, SizesOf(*codec, recv_parts));
+  SR_ASSIGN_OR_RETURN(Tensor encoded, EncodeParts(*codec, send.data<float>(), send_parts, sent));
+  send_counts = sent.per_rank;
+  Tensor received = QuantizedBuffer(*codec, got.total);
+  SR_RETURN_IF_ERROR(group.AllToAllV(encoded, send_counts, &received, got.per_rank)
                          .WithContext(fmt::format("{} ({})", what, codec->Describe())));
-  SR_RETURN_IF_ERROR(DecodeParts(*codec, received, recv_parts, recv->data<float>()));
+  SR_RETURN_IF_ERROR(DecodeParts(*codec, received, recv_parts, got, recv->data<float>()));
   return BytesToOthers(send_counts, codec->quantized_element_bytes(), me);
 }
 
@@ -175,23 +181,17 @@ StatusOr<int64_t> QuantizedAllGather(const ProcessGroup& group, const Codec* cod
     SR_RETURN_IF_ERROR(group.AllGatherV(mine, out, counts).WithContext(what));
     return counts[static_cast<size_t>(me)] * static_cast<int64_t>(sizeof(float)) * (world - 1);
   }
-  std::vector<int64_t> counts;
-  SR_ASSIGN_OR_RETURN(Tensor encoded, EncodeParts(*codec, mine.data<float>(),
-                                                  {{FloatBlock{rows_per_rank[static_cast<size_t>(me)], cols}}}, &counts));
-  std::vector<int64_t> all_counts;
+  const BlockParts mine_part = {{FloatBlock{rows_per_rank[static_cast<size_t>(me)], cols}}};
+  SR_ASSIGN_OR_RETURN(PartSizes sent, SizesOf(*codec, mine_part));
+  SR_ASSIGN_OR_RETURN(Tensor encoded, EncodeParts(*codec, mine.data<float>(), mine_part, sent));
   BlockParts blocks;
-  int64_t total = 0;
-  for (int64_t rows : rows_per_rank) {
-    SR_ASSIGN_OR_RETURN(int64_t n, codec->QuantizedSize(rows, cols));
-    all_counts.push_back(n);
-    blocks.push_back({FloatBlock{rows, cols}});
-    total += n;
-  }
-  Tensor gathered = QuantizedBuffer(*codec, total);
-  SR_RETURN_IF_ERROR(group.AllGatherV(encoded, &gathered, all_counts)
+  for (int64_t rows : rows_per_rank) blocks.push_back({FloatBlock{rows, cols}});
+  SR_ASSIGN_OR_RETURN(PartSizes all, SizesOf(*codec, blocks));
+  Tensor gathered = QuantizedBuffer(*codec, all.total);
+  SR_RETURN_IF_ERROR(group.AllGatherV(encoded, &gathered, all.per_rank)
                          .WithContext(fmt::format("{} ({})", what, codec->Describe())));
-  SR_RETURN_IF_ERROR(DecodeParts(*codec, gathered, blocks, out->data<float>()));
-  return counts[0] * static_cast<int64_t>(codec->quantized_element_bytes()) * (world - 1);
+  SR_RETURN_IF_ERROR(DecodeParts(*codec, gathered, blocks, all, out->data<float>()));
+  return sent.total * static_cast<int64_t>(codec->quantized_element_bytes()) * (world - 1);
 }
 
 }  // namespace shardrec

@@ -112,12 +112,14 @@ class Codec : public PluginObject<sr_codec_vtable, sr_codec> {
   // Elements of quantized_dtype() a rows x cols block encodes to.
   StatusOr<int64_t> QuantizedSize(int64_t rows, int64_t cols) const;
   // in: rows x cols float32 values; out: QuantizedSize(rows, cols) elements.
-  Status Encode(const float* in, int64_t rows, int64_t cols, void* out) const;
-  Status Decode(const void* in, int64_t rows, int64_t cols, float* out) const;
+  Status Encode(const float* in, int64_t rows, int64_t cols, void* out) const { return Block(true, in, rows, cols, out); }
+  Status Decode(const void* in, int64_t rows, int64_t cols, float* out) const { return Block(false, in, rows, cols, out); }
 
  private:
   Codec(ComponentRef ref, sr_codec* handle, DLDataType dtype)
       : PluginObject(std::move(ref), handle), dtype_(dtype) {}
+  // One block through encode (float32 in) or decode (float32 out).
+  Status Block(bool encode, const void* in, int64_t rows, int64_t cols, void* out) const;
   DLDataType dtype_;
 };
 
