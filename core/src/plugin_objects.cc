@@ -147,6 +147,16 @@ Status Sharder::RouteIds(const sr_route_ids_args& args) const {
   return Call("route_ids", [&] { return vtable().route_ids(handle(), &args); });
 }
 
+Status Sharder::EstimateStorage(const sr_estimate_storage_args& args) const {
+  if (!HasEstimateStorage()) return UnimplementedError(Describe() + " has no estimate_storage");
+  return Call("estimate_storage", [&] { return vtable().estimate_storage(handle(), &args); });
+}
+
+Status Sharder::EstimateCost(const sr_estimate_cost_args& args) const {
+  if (!HasEstimateCost()) return UnimplementedError(Describe() + " has no estimate_cost");
+  return Call("estimate_cost", [&] { return vtable().estimate_cost(handle(), &args); });
+}
+
 StatusOr<Kernel> Kernel::Create(const ComponentRef& ref, const std::vector<sr_kernel_table>& tables,
                                 int32_t optimizer, const OptionList& optimizer_params,
                                 const OptionList& options, DLDevice device) {

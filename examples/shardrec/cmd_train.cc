@@ -41,6 +41,7 @@
 #include "shardrec/core/text/byte_size.h"
 #include "shardrec/core/text/counted.h"
 #include "shardrec/sdk/optimizer.hpp"
+#include "planner_inputs.h"
 #include "train_data.h"
 #include "train_click_log.h"
 #include "train_model.h"
@@ -68,6 +69,9 @@ struct TrainFlags {
   bool reset_optimizer = false;
   ModelFlags model;  // --model (docs/models.md)
   ClickDataFlags click;  // --data, --eval-data, metrics (docs/data.md)
+  bool planner = false;  // --planner (docs/planner.md)
+  PlannerFlags planner_flags;
+  double planner_estimate_s = 0;  // the planner's estimated step, for the report
 };
 
 // What the synthetic stream is, in the manifest: a resumed run that differs
@@ -691,6 +695,10 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                         {"qcomm", plan.qcomm.ToString()},
                         {"bytes_per_rank", r.bytes},
                         {"plan", nlohmann::json::parse(PlanToJson(plan))}};
+    if (f.planner) {
+      j["planner"] = {{"estimated_step_s", f.planner_estimate_s},
+                      {"estimated_samples_per_s", static_cast<double>(world * f.batch) / f.planner_estimate_s}};
+    }
     for (double s : r.step_seconds) j["step_samples_per_s"].push_back(static_cast<double>(world * f.batch) / s);
     if (!r.dense_times.empty()) {
       auto& split = j["time_split_s"];
@@ -873,6 +881,10 @@ int RunTrain(const std::vector<std::string>& args) {
        "one sharder for every table: table_wise, row_wise, column_wise, table_row_wise, data_parallel, or a "
        "plugin's (default without --plan: balance table bytes across ranks, table-wise)")
       ("plan-out", po::value(&f.plan_out), "write the plan in effect as a plan file (explicit shards), to repeat a run")
+      ("planner", po::bool_switch(&f.planner),
+       "plan before running: the planner chooses each table's sharder, kernel and ranks for this world, from "
+       "--topology, --constraints and the run's own traffic (--ids, --pooling-factor, or --stats-from); see "
+       "`shardrec plan --help` and docs/planner.md")
       ("kernel", po::value(&f.kernel)->default_value(f.kernel), "compute-kernel plugin for tables the plan leaves open")
       ("memory-per-rank", po::value(&f.memory_per_rank),
        "bytes of weights + optimizer state each rank may hold (e.g. 512MiB, 2GiB); a plan over it is refused")
@@ -930,6 +942,7 @@ int RunTrain(const std::vector<std::string>& args) {
        "rows are saved and loaded in chunks of about this many bytes per rank: the extra memory a save or load takes");
   AddModelOptions(desc, &f.model);
   AddClickDataOptions(desc, &f.click);
+  AddPlannerOptions(desc, &f.planner_flags, /*with_hosts=*/false);
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("train", args, desc, nullptr, &vm, &code,
@@ -953,6 +966,10 @@ int RunTrain(const std::vector<std::string>& args) {
   };
   if (f.batch <= 0 || f.steps <= 0) return fail("--batch and --steps must be positive");
   if (!f.plan.empty() && !f.sharder.empty()) return fail("give --plan or --sharder, not both");
+  if (f.planner && (!f.plan.empty() || !f.sharder.empty())) return fail("give --planner, --plan or --sharder, one of them");
+  for (const char* flag : {"topology", "constraints", "stats-from"}) {
+    if (vm.count(flag) && !f.planner) return fail(std::string("--") + flag + " is the planner's: add --planner");
+  }
   if (!(f.tolerance >= 0)) return fail("--tolerance must be >= 0");
   if (f.save_every < 0 || f.keep_last < 0) return fail("--save-every and --keep-last must be >= 0");
   if ((f.save_every > 0 || f.keep_last > 0) && f.checkpoint_dir.empty()) {
@@ -1144,6 +1161,34 @@ int RunTrain(const std::vector<std::string>& args) {
     // --plugin-opt eviction.NAME.KEY=VALUE joins the table's own options.
     const OptionList extra = session.plugin_options.For("eviction", config.policy);
     for (const auto& [k, v] : extra.items()) config.policy_options.Set(k, v);
+  }
+
+  if (f.planner) {
+    // Planned once here, before ranks start (every process of a job plans
+    // alike: the planner is deterministic), then run as a plan file would be.
+    const bool launched = env.ok() && env->launched();
+    const int world = launched ? env->world_size : std::max(comm.world_size, 1);
+    PlannerRequest preq;
+    preq.tables = tables.value();
+    preq.batch_per_rank = f.batch;
+    PlannerFlags pf = f.planner_flags;
+    pf.hosts = launched ? std::max(1, world / std::max(1, env->local_world_size)) : 1;
+    if (pf.stats_from.empty() && f.click.train) pf.stats_from = f.click.data;
+    if (Status st = FillPlannerRequest(pf, world, memory_per_rank, &preq); !st.ok()) return fail(st.message());
+    auto workload = PlannerWorkload(pf, preq.tables, f.click.train ? nullptr : &data.value(), f.batch);
+    if (!workload.ok()) return fail(workload.status().message());
+    preq.workload = std::move(workload).value();
+    preq.kernels = UsableKernels(session.registry, preq.topology, options.optimizer.optimizer);
+    preq.sharder_options = session.plugin_options.ForKind("sharder");
+    const int32_t opt = options.optimizer.optimizer;
+    preq.state_bytes_per_row = [opt](const EmbeddingTableConfig& t) {
+      return sdk::StateDim(opt, t.embedding_dim) * static_cast<int64_t>(sizeof(float));
+    };
+    auto planned = RunPlanner(session.registry, preq);
+    if (!planned.ok()) return fail("--planner: " + planned.status().message(), kExitFailure);
+    spec = planned->spec;
+    f.planner_estimate_s = planned->step_seconds;
+    if (!g.json && (!launched || env->rank == 0)) std::cout << FormatPlannerResult(planned.value(), preq, false);
   }
 
   std::mutex out;

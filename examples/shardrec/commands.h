@@ -27,5 +27,8 @@ int RunMetrics(const std::vector<std::string>& args);       // metrics
 int RunBenchData(const std::vector<std::string>& args);     // bench data
 int RunDemo(const std::vector<std::string>& args);          // demo, and no arguments at all (the main job)
 int RunCodec(const std::vector<std::string>& args);         // codec
+int RunPlan(const std::vector<std::string>& args);          // plan
+int RunBenchTopology(const std::vector<std::string>& args); // bench topology
+int RunBenchPlanner(const std::vector<std::string>& args);  // bench planner
 
 }  // namespace shardrec::cli

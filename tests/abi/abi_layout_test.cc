@@ -35,7 +35,8 @@ PIN(sr_shard, rank, 48, 40);
 PIN(sr_shard_table_args, placement, 80, 72);
 PIN(sr_route_ids_args, local_row, 64, 56);
 PIN(sr_estimate_storage_args, bytes_per_rank, 56, 48);
-PIN(sr_sharder_vtable, estimate_storage, 56, 48);
+PIN(sr_sharder_vtable, estimate_cost, 64, 56);  // 1.3 appended estimate_cost after estimate_storage (48)
+static_assert(offsetof(sr_sharder_vtable, estimate_storage) == 48);
 PIN(sr_kernel_table, global_col_offset, 88, 80);
 PIN(sr_kernel_create_args, options, 80, 64);
 PIN(sr_kernel_table_info, bytes, 56, 48);
@@ -55,6 +56,8 @@ PIN(sr_eviction_vtable, select, 48, 40);
 PIN(sr_codec_create_args, options, 32, 16);
 PIN(sr_codec_block_args, output, 48, 40);
 PIN(sr_codec_vtable, decode, 64, 56);
+// ABI 1.3: the planner's cost entry of sharders.
+PIN(sr_estimate_cost_args, lookup_share, 88, 80);
 
 // The fields every reader relies on before it checks sizes.
 static_assert(offsetof(sr_plugin_api, struct_size) == 0);
@@ -90,12 +93,13 @@ size_t CxxSize(const std::string& name) {
   SR_CXX(sr_kernel_vtable) SR_CXX(sr_comm_create_args) SR_CXX(sr_kv_store) SR_CXX(sr_collective_args)
   SR_CXX(sr_comm_vtable) SR_CXX(sr_eviction_score_args) SR_CXX(sr_eviction_select_args)
   SR_CXX(sr_eviction_vtable) SR_CXX(sr_codec_create_args) SR_CXX(sr_codec_block_args) SR_CXX(sr_codec_vtable)
+  SR_CXX(sr_estimate_cost_args)
 #undef SR_CXX
   return 0;
 }
 
 TEST(AbiLayout, CAndCxxAgreeOnEveryStruct) {
-  ASSERT_EQ(sr_c_layout_count(), 31u);
+  ASSERT_EQ(sr_c_layout_count(), 32u);
   for (size_t i = 0; i < sr_c_layout_count(); ++i) {
     EXPECT_EQ(sr_c_layout_size(i), CxxSize(sr_c_layout_name(i))) << sr_c_layout_name(i);
   }
@@ -116,7 +120,7 @@ TEST(AbiLayout, StructSizeMacroExcludesTrailingPadding) {
 
 TEST(AbiLayout, VersionAndCodes) {
   EXPECT_EQ(SR_ABI_MAJOR, 1);
-  EXPECT_EQ(SR_ABI_MINOR, 2);
+  EXPECT_EQ(SR_ABI_MINOR, 3);
   EXPECT_EQ(SR_KIND_CODEC, 5);
   EXPECT_EQ(std::string(SR_PLUGIN_ENTRY_SYMBOL), "shardrec_plugin_get_api_v1");
   // Codes equal absl::StatusCode, so statuses map one to one.

@@ -27,7 +27,7 @@ static const sr_c_layout kLayouts[] = {
     SR_C_LAYOUT(sr_shard_table_args, placement),
     SR_C_LAYOUT(sr_route_ids_args, local_row),
     SR_C_LAYOUT(sr_estimate_storage_args, bytes_per_rank),
-    SR_C_LAYOUT(sr_sharder_vtable, estimate_storage),
+    SR_C_LAYOUT(sr_sharder_vtable, estimate_cost),
     SR_C_LAYOUT(sr_kernel_table, global_col_offset),
     SR_C_LAYOUT(sr_kernel_create_args, options),
     SR_C_LAYOUT(sr_kernel_table_info, bytes),
@@ -46,6 +46,7 @@ static const sr_c_layout kLayouts[] = {
     SR_C_LAYOUT(sr_codec_create_args, options),
     SR_C_LAYOUT(sr_codec_block_args, output),
     SR_C_LAYOUT(sr_codec_vtable, decode),
+    SR_C_LAYOUT(sr_estimate_cost_args, lookup_share),
 };
 
 size_t sr_c_layout_count(void) { return sizeof(kLayouts) / sizeof(kLayouts[0]); }

@@ -96,6 +96,11 @@ class Sharder : public PluginObject<sr_sharder_vtable, sr_sharder> {
   // The sharder's own id routing (only when HasRouteIds()).
   Status RouteIds(const sr_route_ids_args& args) const;
   bool HasEstimateStorage() const { return Has(&sr_sharder_vtable::estimate_storage); }
+  // The raw entries (only when Has...()); args as abi/sharder.h says.
+  Status EstimateStorage(const sr_estimate_storage_args& args) const;
+  // ABI 1.3: the planner's lookup shares (sr_estimate_cost_args).
+  bool HasEstimateCost() const { return Has(&sr_sharder_vtable::estimate_cost); }
+  Status EstimateCost(const sr_estimate_cost_args& args) const;
 
  private:
   using PluginObject::PluginObject;

@@ -95,6 +95,30 @@ typedef struct sr_estimate_storage_args {
   int64_t* bytes_per_rank; /* out: topology->world_size entries, added to */
 } sr_estimate_storage_args;
 
+/* ABI 1.3. How a placement spreads a table's lookups over its shards, for
+ * the planner's cost model (docs/planner.md). The host fills lookup_share
+ * with its own estimate: each shard's share of the lookups by row range,
+ * from row_histogram (or uniform). A sharder that routes ids itself knows
+ * better (a cyclic or hashed sharder spreads hot rows evenly) and rewrites
+ * the shares: num_shards non-negative values summing to 1 (column blocks of
+ * one row block each carry that block's share). The host derives lookup,
+ * dist and backward time from the shares. */
+typedef struct sr_estimate_cost_args {
+  size_t struct_size;
+  sr_extension* ext;
+  const sr_table_desc* table;
+  const sr_topology* topology;
+  const sr_shard* shards;
+  size_t num_shards;
+  int64_t batch_per_rank;  /* samples per rank per step */
+  double pooling_factor;   /* mean ids per sample, over the table's features */
+  /* Share of lookups per equal-width row bucket, bucket i covering rows
+   * [i*rows/n, (i+1)*rows/n); sums to 1. NULL (n = 0): uniform. Borrowed. */
+  const double* row_histogram;
+  size_t row_histogram_buckets;
+  double* lookup_share; /* in: the host's estimate; out: the sharder's */
+} sr_estimate_cost_args;
+
 typedef struct sr_sharder_vtable {
   size_t struct_size;
   sr_extension* ext;
@@ -109,6 +133,10 @@ typedef struct sr_sharder_vtable {
   /* Optional: NULL means the host's estimate (rows × (row bytes + state)). */
   sr_status* (*estimate_storage)(sr_sharder* sharder,
                                  const sr_estimate_storage_args* args);
+  /* ABI 1.3, optional: NULL (or a 1.0-1.2 plugin, whose struct_size ends
+   * before it) means the host's shares by row range. */
+  sr_status* (*estimate_cost)(sr_sharder* sharder,
+                              const sr_estimate_cost_args* args);
 } sr_sharder_vtable;
 
 #ifdef __cplusplus

@@ -149,7 +149,7 @@ template <class T>
 const sr_sharder_vtable& SharderVtable() {
   static const sr_sharder_vtable vt = [] {
     sr_sharder_vtable v{};
-    v.struct_size = SR_STRUCT_SIZE(sr_sharder_vtable, estimate_storage);
+    v.struct_size = SR_STRUCT_SIZE(sr_sharder_vtable, estimate_cost);
     v.create = [](sr_named_value_list options, sr_sharder** out) {
       return Guard([&] {
         if (out == nullptr) throw InvalidArgument("create: out is NULL");
@@ -184,6 +184,14 @@ const sr_sharder_vtable& SharderVtable() {
         return Guard([&] {
           if (s == nullptr || a == nullptr) throw InvalidArgument("estimate_storage: NULL sharder or args");
           reinterpret_cast<T*>(s)->EstimateStorage(*a);
+        });
+      };
+    }
+    if constexpr (requires(T& t, const sr_estimate_cost_args& a) { t.EstimateCost(a); }) {
+      v.estimate_cost = [](sr_sharder* s, const sr_estimate_cost_args* a) {
+        return Guard([&] {
+          if (s == nullptr || a == nullptr) throw InvalidArgument("estimate_cost: NULL sharder or args");
+          reinterpret_cast<T*>(s)->EstimateCost(*a);
         });
       };
     }

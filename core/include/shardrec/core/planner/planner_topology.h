@@ -1,0 +1,65 @@
+// The machines a plan is made for, as the planner's cost model sees them
+// (docs/planner.md): ranks per host, memory per rank, each compute kernel's
+// speed, and the links inside a host and between hosts. Measured on this
+// machine by `shardrec bench topology -o topo.json`, or written by hand for
+// a cluster the planner cannot see:
+//   {"format": "shardrec-topology", "version": 1,
+//    "ranks_per_host": 2, "memory_bytes_per_rank": 8589934592,
+//    "kernels": {"cpu": {"forward": {"seconds_per_lookup": 2e-8, "seconds_per_byte": 1e-10},
+//                        "backward": {"seconds_per_lookup": 6e-8, "seconds_per_byte": 4e-10}}},
+//    "intra_host": {"bytes_per_s": 5e9, "latency_s": 2e-5},
+//    "inter_host": {"bytes_per_s": 1.2e9, "latency_s": 1e-4},
+//    "measured": {...}}   (how and where it was measured; information only)
+// The world size and the number of hosts come from the plan request, so one
+// file serves every world size of the same kind of machine.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "shardrec/core/status.h"
+
+namespace shardrec {
+
+// Seconds a kernel takes per looked-up row: a fixed cost plus one per byte
+// of the row (so a narrow table is not modelled as free).
+struct KernelSpeed {
+  double seconds_per_lookup = 0;
+  double seconds_per_byte = 0;
+  double Seconds(double lookups, double row_bytes) const {
+    return lookups * (seconds_per_lookup + row_bytes * seconds_per_byte);
+  }
+};
+
+struct KernelCost {
+  KernelSpeed forward;   // pooled lookup
+  KernelSpeed backward;  // gradient + fused optimizer update
+};
+
+// One kind of link: bandwidth of a rank's sends (or receives) in an
+// all-to-all, and the latency of one collective.
+struct LinkCost {
+  double bytes_per_s = 0;
+  double latency_s = 0;
+};
+
+struct PlannerTopology {
+  int ranks_per_host = 0;              // 0: the request's
+  int64_t memory_bytes_per_rank = 0;   // 0: unlimited
+  std::map<std::string, KernelCost> kernels;
+  LinkCost intra_host, inter_host;
+  std::string measured;                // a JSON object as text ("" : written by hand / defaults)
+  std::string source = "built-in defaults";
+};
+
+// Figures of the machine this was written on (2 cores, one rank per core,
+// the cpu kernel, Gloo over loopback), for when no --topology is given. The
+// plan then says so: a plan for other hardware wants a measured topology.
+PlannerTopology DefaultTopology();
+
+StatusOr<PlannerTopology> ParseTopologyJson(const std::string& json_text, const std::string& source);
+StatusOr<PlannerTopology> LoadTopologyFile(const std::string& path);
+std::string TopologyToJson(const PlannerTopology& topology);
+
+}  // namespace shardrec

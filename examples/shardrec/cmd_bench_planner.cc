@@ -1,0 +1,299 @@
+// `shardrec bench planner` (docs/planner.md, docs/benchmarks.md):
+//   speed     plans --tables-count synthetic tables (a few huge, some hot,
+//             many small) for --world-size ranks on --hosts hosts, --reps
+//             times, and prints the time against the 1 s the issue allows;
+//   --train   plans a skewed workload on this machine for each --comm and
+//             --world-sizes, trains it with the planner's plan, the balanced
+//             table-wise default and every single-sharder plan (each a
+//             `shardrec train --json` child), and prints estimated beside
+//             measured step times, the planner's speed-up over each, and the
+//             correlation of estimate and measurement over the plans.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "commands.h"
+#include "planner_inputs.h"
+#include "shardrec/core/modules/optimizer_spec.h"
+#include "shardrec/sdk/optimizer.hpp"
+#include "train_data.h"
+
+namespace shardrec::cli {
+
+namespace {
+
+double Pearson(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  if (x.size() < 2) return std::nan("");
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    mx += x[i] / n;
+    my += y[i] / n;
+  }
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : std::nan("");
+}
+
+// The speed benchmark's tables: 1 % huge, 4 % medium, the rest small, with
+// a few hot (many ids per sample) among them.
+std::vector<EmbeddingTableConfig> ManyTables(int count) {
+  std::vector<EmbeddingTableConfig> out;
+  for (int i = 0; i < count; ++i) {
+    EmbeddingTableConfig t;
+    t.name = "t" + std::to_string(i);
+    t.feature_names = {"f" + std::to_string(i)};
+    if (i % 100 == 0) {
+      t.num_embeddings = 50'000'000;
+      t.embedding_dim = 128;
+    } else if (i % 25 == 0) {
+      t.num_embeddings = 2'000'000;
+      t.embedding_dim = 64;
+    } else {
+      t.num_embeddings = 10'000 + (i * 7919) % 200'000;
+      t.embedding_dim = 16 << (i % 3);
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+struct Measured {
+  double samples_per_s = 0;
+  std::string error;
+};
+
+// One `shardrec train --json` child; the steady step rate (median of the
+// per-step rates after the first fifth).
+Measured TrainChild(const std::vector<std::string>& words) {
+  std::string cmd = std::filesystem::read_symlink("/proc/self/exe").string();
+  for (const std::string& w : words) cmd += " '" + w + "'";
+  cmd += " 2>&1";
+  Measured m;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) {
+    m.error = "cannot start " + cmd;
+    return m;
+  }
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
+  const int status = ::pclose(pipe);
+  const size_t start = out.rfind("\n{");
+  const std::string last = out.substr(start == std::string::npos ? 0 : start + 1);
+  try {
+    const nlohmann::json j = nlohmann::json::parse(last);
+    std::vector<double> rates = j.at("step_samples_per_s").get<std::vector<double>>();
+    if (rates.size() > 5) rates.erase(rates.begin(), rates.begin() + static_cast<long>(rates.size() / 5));
+    std::sort(rates.begin(), rates.end());
+    m.samples_per_s = rates.empty() ? j.at("samples_per_s").get<double>() : rates[rates.size() / 2];
+  } catch (const std::exception&) {
+    m.error = fmt::format("train exited {} without a result: {}", status, out.substr(out.size() > 400 ? out.size() - 400 : 0));
+  }
+  return m;
+}
+
+}  // namespace
+
+int RunBenchPlanner(const std::vector<std::string>& args) {
+  GlobalOptions g;
+  PlannerFlags pf;
+  int count = 1000, world = 64, reps = 3, steps = 60;
+  bool train = false;
+  std::string comms = "local,gloo", worlds = "2,4";
+  std::string skew_tables = "2x1000000x64,2x20000x32,24x5000x16", skew_ids = "zipf:1.05";
+  std::string skew_pooling = "1,1,40,40,2";
+  int64_t batch = 512;
+  po::options_description desc("bench planner options");
+  AddGlobalOptions(desc, &g);
+  AddPlannerOptions(desc, &pf);
+  desc.add_options()
+      ("tables-count", po::value(&count)->default_value(count), "speed: tables to plan")
+      ("world-size", po::value(&world)->default_value(world), "speed: ranks to plan for")
+      ("reps", po::value(&reps)->default_value(reps), "speed: plans made (best and median reported)")
+      ("train", po::bool_switch(&train), "train the skewed workload under each plan instead")
+      ("comms", po::value(&comms)->default_value(comms), "--train: comm backends, comma-separated")
+      ("world-sizes", po::value(&worlds)->default_value(worlds), "--train: world sizes, comma-separated")
+      ("skew-tables", po::value(&skew_tables)->default_value(skew_tables),
+       "--train: the tables (a few huge, a few hot, many small)")
+      ("skew-pooling", po::value(&skew_pooling)->default_value(skew_pooling),
+       "--train: ids per sample per table, the last repeated for the rest")
+      ("skew-ids", po::value(&skew_ids)->default_value(skew_ids), "--train: id distribution")
+      ("steps", po::value(&steps)->default_value(steps), "--train: steps per run")
+      ("batch", po::value(&batch)->default_value(batch), "samples per rank per step");
+  po::variables_map vm;
+  int code = kExitOk;
+  if (!Parse("bench planner", args, desc, nullptr, &vm, &code,
+             "\n\nexamples:\n"
+             "  shardrec bench planner                       # 1000 tables x 64 ranks on 8 hosts\n"
+             "  shardrec bench planner --hosts 8 --tables-count 1000 --world-size 64\n"
+             "  shardrec bench planner --train --topology topo.json   # plans trained side by side")) {
+    return code;
+  }
+  auto fail = [](const std::string& m, int exit = kExitUsage) {
+    std::cerr << "shardrec bench planner: " << m << "\n";
+    return exit;
+  };
+  if (count < 1 || world < 1 || reps < 1 || steps < 1 || batch < 1) return fail("counts must be positive");
+  HostSession session;
+  if (!OpenSession("bench planner", g, {SR_KIND_SHARDER, SR_KIND_KERNEL}, &session)) return kExitUsage;
+  const auto adagrad = OptimizerSpec::Parse("adagrad,lr=0.05");
+  const int32_t opt = adagrad->optimizer;
+  auto state = [opt](const EmbeddingTableConfig& t) {
+    return sdk::StateDim(opt, t.embedding_dim) * static_cast<int64_t>(sizeof(float));
+  };
+
+  if (!train) {
+    PlannerRequest req;
+    req.tables = ManyTables(count);
+    req.batch_per_rank = batch;
+    if (Status st = FillPlannerRequest(pf, world, 0, &req); !st.ok()) return fail(st.message());
+    req.state_bytes_per_row = state;
+    req.sharder_options = session.plugin_options.ForKind("sharder");
+    // Traffic: 1 to 20 ids per sample, every tenth table hot (60).
+    for (size_t t = 0; t < req.tables.size(); ++t) {
+      TableWorkload w;
+      w.pooling_factor = t % 10 == 3 ? 60 : 1 + static_cast<double>(t % 20);
+      req.workload.push_back(w);
+    }
+    std::vector<double> seconds;
+    PlannerResult last;
+    for (int i = 0; i < reps; ++i) {
+      auto r = RunPlanner(session.registry, req);
+      if (!r.ok()) return fail(r.status().message(), kExitFailure);
+      seconds.push_back(r->plan_seconds);
+      last = std::move(r).value();
+    }
+    std::sort(seconds.begin(), seconds.end());
+    const double median = seconds[seconds.size() / 2];
+    if (g.json) {
+      std::cout << nlohmann::json{{"tables", count}, {"world_size", world}, {"hosts", pf.hosts},
+                                  {"seconds_best", seconds.front()}, {"seconds_median", median}, {"limit_s", 1.0},
+                                  {"options_evaluated", last.options_evaluated},
+                                  {"improvement_moves", last.improvement_moves},
+                                  {"estimated_step_s", last.step_seconds}}
+                       .dump()
+                << "\n";
+    } else {
+      std::cout << fmt::format("planned {} tables for {} ranks on {} hosts: {:.3f} s median, {:.3f} s best of {}; "
+                               "limit 1 s: {:.2f} of it ({} options scored, {} improvement moves, estimated step {:.3f} ms)\n",
+                               count, world, pf.hosts, median, seconds.front(), reps, median, last.options_evaluated,
+                               last.improvement_moves, last.step_seconds * 1e3);
+    }
+    return kExitOk;
+  }
+
+  // --train: the skewed workload under every plan, measured.
+  auto tables = TablesFromFileOrSpec(skew_tables);
+  if (!tables.ok()) return fail("--skew-tables: " + tables.status().message());
+  auto pooling = ParsePoolingFactors(skew_pooling);
+  if (!pooling.ok()) return fail(pooling.status().message());
+  while (pooling->size() < tables->size()) pooling->push_back(pooling->back());
+  std::string pooling_text;
+  for (double p : pooling.value()) pooling_text += (pooling_text.empty() ? "" : ",") + fmt::format("{}", p);
+  auto synthetic = SyntheticData::Create(tables.value(), skew_ids, pooling.value(), 0);
+  if (!synthetic.ok()) return fail(synthetic.status().message());
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("shardrec-bench-planner-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  std::vector<double> all_est, all_meas;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const std::string& comm : [&] {
+         std::vector<std::string> v;
+         std::stringstream ss(comms);
+         for (std::string item; std::getline(ss, item, ',');) v.push_back(item);
+         return v;
+       }()) {
+    std::stringstream ws(worlds);
+    for (std::string wtext; std::getline(ws, wtext, ',');) {
+      const int n = std::stoi(wtext);
+      PlannerRequest req;
+      req.tables = tables.value();
+      req.batch_per_rank = batch;
+      PlannerFlags flags = pf;
+      flags.hosts = 1;
+      if (Status st = FillPlannerRequest(flags, n, 0, &req); !st.ok()) return fail(st.message());
+      auto workload = PlannerWorkload(flags, req.tables, &synthetic.value(), batch);
+      if (!workload.ok()) return fail(workload.status().message());
+      req.workload = workload.value();
+      req.state_bytes_per_row = state;
+      req.kernels = UsableKernels(session.registry, req.topology, opt);
+      auto planned = RunPlanner(session.registry, req);
+      if (!planned.ok()) return fail(planned.status().message(), kExitFailure);
+      PlanRequest base;
+      base.tables = req.tables;
+      base.world_size = n;
+      base.ranks_per_host = n;
+      base.state_bytes_per_row = state;
+      std::vector<std::pair<std::string, PlanRequest>> plans;
+      PlanRequest p = base;
+      p.spec = planned->spec;
+      plans.emplace_back("planner", p);
+      p = base;
+      plans.emplace_back("balanced table_wise", p);
+      for (const ComponentRef& ref : session.registry.Components(SR_KIND_SHARDER)) {
+        p = base;
+        p.sharder = ref.name();
+        plans.emplace_back(ref.name(), p);
+      }
+      std::cout << fmt::format("{} x {} ranks, {} steps of {} per rank ({} ids, ids per sample {}):\n", comm, n, steps,
+                               batch, skew_ids, pooling_text)
+                << std::flush;
+      std::vector<double> est, meas;
+      double planner_rate = 0;
+      for (const auto& [name, request] : plans) {
+        auto plan = MakePlan(session.registry, request);
+        if (!plan.ok()) {
+          std::cout << fmt::format("  {:<20} cannot run: {}\n", name, plan.status().message());
+          continue;
+        }
+        auto estimate = EstimatePlan(session.registry, req, plan.value());
+        const std::filesystem::path file = dir / (name + ".json");
+        std::ofstream(file) << PlanToJson(plan.value()) << "\n";
+        const Measured m = TrainChild({"train", "--comm", comm, "--world-size", std::to_string(n), "--tables", skew_tables,
+                                       "--pooling-factor", pooling_text, "--ids", skew_ids, "--steps", std::to_string(steps),
+                                       "--batch", std::to_string(batch), "--plan", file.string(), "--json"});
+        if (!m.error.empty()) {
+          std::cout << fmt::format("  {:<20} failed: {}\n", name, m.error);
+          continue;
+        }
+        if (name == "planner") planner_rate = m.samples_per_s;
+        const double measured_step = static_cast<double>(batch * n) / m.samples_per_s;
+        const double estimated_step = estimate.ok() ? estimate->step_seconds : std::nan("");
+        std::cout << fmt::format("  {:<20} measured {:>9.0f} samples/s, step {:>8.3f} ms | estimated step {:>8.3f} ms | "
+                                 "planner / this {:.2f}\n",
+                                 name, m.samples_per_s, measured_step * 1e3, estimated_step * 1e3,
+                                 planner_rate > 0 ? planner_rate / m.samples_per_s : std::nan(""))
+                  << std::flush;
+        if (estimate.ok()) {
+          est.push_back(estimated_step);
+          meas.push_back(measured_step);
+          all_est.push_back(estimated_step);
+          all_meas.push_back(measured_step);
+        }
+        rows.push_back({{"comm", comm}, {"world_size", n}, {"plan", name}, {"samples_per_s", m.samples_per_s},
+                        {"measured_step_s", measured_step}, {"estimated_step_s", estimated_step}});
+      }
+      std::cout << fmt::format("  correlation of estimated and measured step over {} plans: {:.3f}\n", est.size(),
+                               Pearson(est, meas));
+    }
+  }
+  std::cout << fmt::format("correlation over all {} runs: {:.3f}\n", all_est.size(), Pearson(all_est, all_meas));
+  std::filesystem::remove_all(dir);
+  if (g.json) std::cout << nlohmann::json{{"runs", rows}, {"correlation", Pearson(all_est, all_meas)}}.dump() << "\n";
+  return kExitOk;
+}
+
+}  // namespace shardrec::cli

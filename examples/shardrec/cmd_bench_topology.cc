@@ -1,0 +1,198 @@
+// `shardrec bench topology`: measures this machine for the planner
+// (docs/planner.md) with the existing benches, and writes a topology file:
+//   kernels     each --kernel's forward and backward + optimizer, at two row
+//               widths (16 and 128 columns), with the threads one rank gets
+//               (cores / ranks): a per-lookup and a per-byte cost fitted
+//               through the two points;
+//   intra_host  an all-to-all over --comm among --world-size ranks of this
+//               host: bytes each rank sends to the others per second at
+//               --bytes, and the median time of an 8-byte one (latency);
+//   inter_host  not measurable on one machine: --inter-host-bytes-per-s and
+//               --inter-host-latency-us, said so in "measured".
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "comm_bench.h"
+#include "comm_job.h"
+#include "commands.h"
+#include "kernel_bench.h"
+#include "shardrec/core/modules/optimizer_spec.h"
+#include "shardrec/core/planner/planner_topology.h"
+#include "shardrec/core/text/byte_size.h"
+
+namespace shardrec::cli {
+
+int RunBenchTopology(const std::vector<std::string>& args) {
+  GlobalOptions g;
+  CommFlags comm;
+  std::vector<std::string> kernels;
+  std::string optimizer = "adagrad,lr=0.05", output, memory;
+  double min_time = 0.2, inter_bps = 1.25e9, inter_latency_us = 200;
+  int64_t bytes = int64_t{16} << 20;
+  po::options_description desc("bench topology options");
+  AddGlobalOptions(desc, &g);
+  AddCommOptions(desc, &comm);
+  desc.add_options()
+      ("kernel", po::value(&kernels)->composing(), "a kernel to measure (repeatable; default: cpu)")
+      ("optimizer", po::value(&optimizer)->default_value(optimizer), "the backward's fused optimizer (as train)")
+      ("bytes", po::value(&bytes)->default_value(bytes), "all-to-all bytes per rank for the bandwidth")
+      ("min-time", DoubleValue(&min_time), "seconds per measurement")
+      ("memory-per-rank", po::value(&memory), "memory each rank may hold, written into the file (e.g. 8GiB)")
+      ("inter-host-bytes-per-s", DoubleValue(&inter_bps), "the link between hosts (not measurable here)")
+      ("inter-host-latency-us", DoubleValue(&inter_latency_us), "its latency per collective")
+      ("output,o", po::value(&output), "write the topology here (default: print it)");
+  po::variables_map vm;
+  int code = kExitOk;
+  if (!Parse("bench topology", args, desc, nullptr, &vm, &code,
+             "\n\nMeasures what the planner's cost model needs on this machine: each kernel's time per\n"
+             "lookup and per byte (forward, and backward with --optimizer), with one rank's share of\n"
+             "the cores, and an all-to-all's bandwidth and latency among --world-size ranks over\n"
+             "--comm. Run it with the comm and ranks per host you will train with.\n\n"
+             "examples:\n"
+             "  shardrec bench topology --comm gloo --world-size 2 -o topo.json\n"
+             "  shardrec plan --tables tables.json --world-size 2 --topology topo.json --explain")) {
+    return code;
+  }
+  auto fail = [](const std::string& m, int exit = kExitUsage) {
+    std::cerr << "shardrec bench topology: " << m << "\n";
+    return exit;
+  };
+  if (kernels.empty()) kernels = {"cpu"};
+  if (bytes <= 0 || !(min_time > 0) || !(inter_bps > 0) || !(inter_latency_us >= 0)) {
+    return fail("--bytes, --min-time and --inter-host-bytes-per-s must be positive");
+  }
+  auto spec = OptimizerSpec::Parse(optimizer);
+  if (!spec.ok()) return fail("--optimizer: " + spec.status().message());
+  PlannerTopology topo;
+  topo.kernels.clear();
+  if (!memory.empty()) {
+    auto b = ParseByteSize(memory);
+    if (!b.ok()) return fail("--memory-per-rank: " + b.status().message());
+    topo.memory_bytes_per_rank = b.value();
+  }
+  HostSession session;
+  if (!OpenSession("bench topology", g, {SR_KIND_KERNEL, SR_KIND_COMM}, &session)) return kExitUsage;
+  const int ranks = std::max(comm.world_size, 1);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = std::max(1, cores / ranks);
+  nlohmann::json measured = {{"when", [] {
+                                const std::time_t now = std::time(nullptr);
+                                char buf[32];
+                                std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+                                return std::string(buf);
+                              }()},
+                             {"cores", cores}, {"comm", comm.comm}, {"ranks_per_host", ranks},
+                             {"kernel_threads", threads}, {"optimizer", spec->ToString()},
+                             {"inter_host", "not measured (one host): from --inter-host-bytes-per-s and --inter-host-latency-us"}};
+  // Gloo's ranks are this command run again as processes: the kernels are
+  // measured once, here, and handed to them (measured side by side they
+  // would share the cores).
+  constexpr const char* kHandOver = "SHARDREC_BENCH_TOPOLOGY_KERNELS";
+  if (const char* given = std::getenv(kHandOver); given != nullptr) {
+    auto parsed = ParseTopologyJson(given, kHandOver);
+    if (!parsed.ok()) return fail(parsed.status().message(), kExitFailure);
+    topo.kernels = parsed->kernels;
+    measured["kernels"] = nlohmann::json::parse(parsed->measured);
+    kernels.clear();
+  }
+  for (const std::string& name : kernels) {
+    auto ref = session.registry.Find(SR_KIND_KERNEL, name);
+    if (!ref.ok()) return fail(ref.status().message());
+    if (Status st = CheckKernelsUsable(session.registry, {name}, spec->optimizer); !st.ok()) return fail(st.message());
+    double fwd[2] = {0, 0}, bwd[2] = {0, 0};
+    const int64_t dims[2] = {16, 128};
+    for (int i = 0; i < 2; ++i) {
+      bench::KernelBenchConfig c;
+      c.rows = 1 << 18;
+      c.dim = dims[i];
+      c.batch = 2048;
+      c.pooling = 8;
+      c.optimizer = spec->optimizer;
+      c.optimizer_params = spec->params;
+      c.threads = threads;
+      c.min_time = min_time;
+      c.reps = 3;
+      c.kernel_options = session.plugin_options.For("kernel", name);
+      const auto declared = ref->StringListAttribute("options");
+      if (declared && std::find(declared->begin(), declared->end(), "threads") != declared->end()) {
+        c.kernel_options.Set("threads", std::to_string(threads));
+      }
+      if (!g.json) std::cerr << fmt::format("[bench topology] kernel {}: {} columns...\n", name, dims[i]);
+      auto r = bench::RunKernelBench(ref.value(), c, {});
+      if (!r.ok()) return fail("kernel " + name + ": " + r.status().message(), kExitFailure);
+      if (!r->has_backward) return fail("kernel " + name + " has no backward to measure", kExitFailure);
+      fwd[i] = 1 / r->forward.median;
+      bwd[i] = 1 / r->backward.median;
+    }
+    // Seconds per lookup = a + b x row bytes, through the two widths.
+    auto fit = [&](const double t[2]) {
+      const double b0 = static_cast<double>(dims[0] * 4), b1 = static_cast<double>(dims[1] * 4);
+      KernelSpeed s;
+      s.seconds_per_byte = std::max(0.0, (t[1] - t[0]) / (b1 - b0));
+      s.seconds_per_lookup = std::max(0.0, t[0] - s.seconds_per_byte * b0);
+      if (s.seconds_per_lookup + s.seconds_per_byte <= 0) s.seconds_per_lookup = t[0];
+      return s;
+    };
+    topo.kernels[name] = KernelCost{fit(fwd), fit(bwd)};
+    measured["kernels"][name] = {{"forward_lookups_per_s", {{"16", 1 / fwd[0]}, {"128", 1 / fwd[1]}}},
+                                 {"backward_lookups_per_s", {{"16", 1 / bwd[0]}, {"128", 1 / bwd[1]}}}};
+  }
+  topo.inter_host = {inter_bps, inter_latency_us * 1e-6};
+  topo.ranks_per_host = ranks;
+  {
+    PlannerTopology hand = topo;
+    hand.intra_host = DefaultTopology().intra_host;
+    hand.measured = measured["kernels"].dump();
+    ::setenv(kHandOver, TopologyToJson(hand).c_str(), 1);
+  }
+  if (ranks == 1) {
+    topo.intra_host = DefaultTopology().intra_host;
+    measured["intra_host"] = "not measured (one rank): the built-in figures";
+  }
+  auto finish = [&]() {
+    topo.measured = measured.dump();
+    const std::string text = TopologyToJson(topo);
+    if (output.empty()) {
+      std::cout << text << "\n";
+      return kExitOk;
+    }
+    std::ofstream out(output);
+    out << text << "\n";
+    if (!out) return fail("-o: cannot write " + output, kExitFailure);
+    if (!g.json) std::cout << "topology: " << output << "\n";
+    return kExitOk;
+  };
+  if (ranks == 1) return finish();
+  return RunOnRanks("bench topology", args, comm, session, [&](const ProcessGroup& group) {
+    bench::CommBenchConfig c;
+    c.op = bench::CommBenchOp::kAllToAllV;
+    c.bytes = bytes;
+    c.min_time = min_time;
+    c.reps = 3;
+    c.baseline = false;
+    auto r = bench::RunCommBench(group, c, {});
+    if (!r.ok()) {
+      PrintLine(std::cerr, "rank " + std::to_string(group.rank()) + ": " + r.status().message());
+      return kExitFailure;
+    }
+    if (group.rank() != 0) return kExitOk;
+    const double n = group.world_size();
+    // Each rank sends (n-1)/n of its buffer to the others.
+    topo.intra_host = {static_cast<double>(bytes) * (n - 1) / n / r->op.median, r->small.median};
+    measured["intra_host"] = {{"all_to_all_bytes", bytes}, {"seconds", r->op.median},
+                              {"small_seconds", r->small.median}, {"world_size", group.world_size()},
+                              {"comm", group.backend()}};
+    return finish();
+  });
+}
+
+}  // namespace shardrec::cli
