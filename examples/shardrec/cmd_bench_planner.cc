@@ -24,7 +24,6 @@
 #include "commands.h"
 #include "planner_inputs.h"
 #include "shardrec/core/modules/optimizer_spec.h"
-#include "shardrec/sdk/optimizer.hpp"
 #include "train_data.h"
 
 namespace shardrec::cli {
@@ -80,7 +79,11 @@ struct Measured {
 // per-step rates after the first fifth).
 Measured TrainChild(const std::vector<std::string>& words) {
   std::string cmd = std::filesystem::read_symlink("/proc/self/exe").string();
-  for (const std::string& w : words) cmd += " '" + w + "'";
+  for (const std::string& w : words) {
+    std::string quoted;
+    for (char ch : w) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    cmd += " '" + quoted + "'";
+  }
   cmd += " 2>&1";
   Measured m;
   FILE* pipe = ::popen(cmd.c_str(), "r");
@@ -152,9 +155,7 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
   if (!OpenSession("bench planner", g, {SR_KIND_SHARDER, SR_KIND_KERNEL}, &session)) return kExitUsage;
   const auto adagrad = OptimizerSpec::Parse("adagrad,lr=0.05");
   const int32_t opt = adagrad->optimizer;
-  auto state = [opt](const EmbeddingTableConfig& t) {
-    return sdk::StateDim(opt, t.embedding_dim) * static_cast<int64_t>(sizeof(float));
-  };
+  const auto state = StateBytesPerRow(opt);
 
   if (!train) {
     PlannerRequest req;
@@ -232,11 +233,7 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
       req.kernels = UsableKernels(session.registry, req.topology, opt);
       auto planned = RunPlanner(session.registry, req);
       if (!planned.ok()) return fail(planned.status().message(), kExitFailure);
-      PlanRequest base;
-      base.tables = req.tables;
-      base.world_size = n;
-      base.ranks_per_host = n;
-      base.state_bytes_per_row = state;
+      const PlanRequest base = PlanRequestFor(req);
       std::vector<std::pair<std::string, PlanRequest>> plans;
       PlanRequest p = base;
       p.spec = planned->spec;

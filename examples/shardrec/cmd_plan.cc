@@ -15,7 +15,6 @@
 #include "planner_inputs.h"
 #include "shardrec/core/modules/optimizer_spec.h"
 #include "shardrec/core/text/byte_size.h"
-#include "shardrec/sdk/optimizer.hpp"
 #include "train_data.h"
 
 namespace shardrec::cli {
@@ -110,23 +109,15 @@ int RunPlan(const std::vector<std::string>& args) {
   req.sharders = f.sharders;
   req.sharder_options = session.plugin_options.ForKind("sharder");
   const int32_t opt = optimizer->optimizer;
-  req.state_bytes_per_row = [opt](const EmbeddingTableConfig& t) {
-    return sdk::StateDim(opt, t.embedding_dim) * static_cast<int64_t>(sizeof(float));
-  };
+  req.state_bytes_per_row = StateBytesPerRow(opt);
   for (const std::string& k : f.kernels) {
     if (Status st = CheckKernelsUsable(session.registry, {k}, opt); !st.ok()) return fail("--kernel: " + st.message());
   }
   auto result = RunPlanner(session.registry, req);
   if (!result.ok()) return fail(result.status().message(), kExitFailure);
   // The plan made concrete (and checked) as train would make it.
-  PlanRequest plan_req;
-  plan_req.tables = req.tables;
-  plan_req.world_size = req.world_size;
-  plan_req.ranks_per_host = req.ranks_per_host;
-  plan_req.memory_bytes_per_rank = req.memory_bytes_per_rank;
+  PlanRequest plan_req = PlanRequestFor(req);
   plan_req.spec = result->spec;
-  plan_req.sharder_options = req.sharder_options;
-  plan_req.state_bytes_per_row = req.state_bytes_per_row;
   auto plan = MakePlan(session.registry, plan_req);
   if (!plan.ok()) return fail("the planner's plan does not check: " + plan.status().message(), kExitFailure);
   if (!f.output.empty()) {

@@ -1180,10 +1180,7 @@ int RunTrain(const std::vector<std::string>& args) {
     preq.workload = std::move(workload).value();
     preq.kernels = UsableKernels(session.registry, preq.topology, options.optimizer.optimizer);
     preq.sharder_options = session.plugin_options.ForKind("sharder");
-    const int32_t opt = options.optimizer.optimizer;
-    preq.state_bytes_per_row = [opt](const EmbeddingTableConfig& t) {
-      return sdk::StateDim(opt, t.embedding_dim) * static_cast<int64_t>(sizeof(float));
-    };
+    preq.state_bytes_per_row = StateBytesPerRow(options.optimizer.optimizer);
     auto planned = RunPlanner(session.registry, preq);
     if (!planned.ok()) return fail("--planner: " + planned.status().message(), kExitFailure);
     spec = planned->spec;

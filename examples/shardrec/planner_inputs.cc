@@ -7,6 +7,7 @@
 
 #include "shardrec/core/data/click_log_reader.h"
 #include "shardrec/core/io/batch_dir.h"
+#include "shardrec/sdk/optimizer.hpp"
 #include "train_click_log.h"
 
 namespace shardrec::cli {
@@ -103,6 +104,23 @@ StatusOr<std::vector<TableWorkload>> PlannerWorkload(const PlannerFlags& f, cons
     }
   }
   return MeasureWorkload(tables, batches, 1);
+}
+
+std::function<int64_t(const EmbeddingTableConfig&)> StateBytesPerRow(int32_t optimizer) {
+  return [optimizer](const EmbeddingTableConfig& t) {
+    return sdk::StateDim(optimizer, t.embedding_dim) * static_cast<int64_t>(sizeof(float));
+  };
+}
+
+PlanRequest PlanRequestFor(const PlannerRequest& req) {
+  PlanRequest p;
+  p.tables = req.tables;
+  p.world_size = req.world_size;
+  p.ranks_per_host = req.ranks_per_host;
+  p.memory_bytes_per_rank = req.memory_bytes_per_rank;
+  p.sharder_options = req.sharder_options;
+  p.state_bytes_per_row = req.state_bytes_per_row;
+  return p;
 }
 
 Status FillPlannerRequest(const PlannerFlags& f, int world_size, int64_t memory_per_rank, PlannerRequest* req) {

@@ -38,4 +38,11 @@ StatusOr<std::vector<TableWorkload>> PlannerWorkload(const PlannerFlags& flags,
 // the caller fills tables, workload, batch, world, kernels and optimizer.
 Status FillPlannerRequest(const PlannerFlags& flags, int world_size, int64_t memory_per_rank, PlannerRequest* req);
 
+// Optimizer state bytes per full row, for PlanRequest/PlannerRequest.
+std::function<int64_t(const EmbeddingTableConfig&)> StateBytesPerRow(int32_t optimizer);
+
+// The PlanRequest that makes `req`'s tables concrete (MakePlan) on its
+// world, hosts and budgets; `spec` empty: the caller chooses.
+PlanRequest PlanRequestFor(const PlannerRequest& req);
+
 }  // namespace shardrec::cli

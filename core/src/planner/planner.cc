@@ -63,10 +63,7 @@ std::string RankList(const std::vector<sr_shard>& shards) {
   for (const sr_shard& s : shards) {
     if (s.num_rows > 0 && s.num_cols > 0) ranks.insert(s.rank);
   }
-  if (ranks.empty()) return "none";
-  std::vector<int> v(ranks.begin(), ranks.end());
-  if (v.size() > 2 && v.back() - v.front() + 1 == static_cast<int>(v.size())) return fmt::format("{}-{}", v.front(), v.back());
-  return fmt::format("{}", fmt::join(v, ","));
+  return planner_internal::FormatRanks(std::vector<int>(ranks.begin(), ranks.end()));
 }
 
 class Planner {
@@ -89,7 +86,7 @@ class Planner {
   void Improve();
   bool TrySwap(int slowest, const std::vector<std::pair<double, size_t>>& on, double now);
   TableEffect EffectOf(size_t t, const Candidate& c) const;
-  Score ScoreOf(const TableEffect& e, size_t t) const;
+  Score ScoreOf(const TableEffect& e) const;
   // The best candidate for table t against the current loads; fills
   // per-option lines when `explain`.
   std::pair<Candidate, Score> Best(size_t t, bool memory_first, std::vector<std::string>* explain);
@@ -261,14 +258,13 @@ TableEffect Planner::EffectOf(size_t t, const Candidate& c) const {
                        shape.replicated);
 }
 
-Score Planner::ScoreOf(const TableEffect& e, size_t t) const {
+Score Planner::ScoreOf(const TableEffect& e) const {
   Score s;
   // The sharded tables' collectives are charged from the start: otherwise
   // the first table would go data-parallel only to save their latency, and
   // every later one follow it (a step no single move can climb back down).
   const bool sharded = true, replicated = replicated_ > 0 || e.replicated;
   const double latency = model_.LatencySeconds(sharded, replicated);
-  (void)t;
   model_.Visit(e, loads_, [&](int q, const RankLoad& l) {
     const double sec = model_.RankSeconds(l) + latency;
     s.makespan = std::max(s.makespan, sec);
@@ -311,7 +307,7 @@ std::pair<Candidate, Score> Planner::Best(size_t t, bool memory_first, std::vect
         }
         pinned_out = false;
         const TableEffect e = EffectOf(t, c);
-        Score sc = ScoreOf(e, t);
+        Score sc = ScoreOf(e);
         ++evaluated_;
         if (sc.Better(local_score) || local.shape < 0) {
           local = c;

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace shardrec::planner_internal {
 
@@ -127,6 +128,12 @@ Status FillBytes(const Sharder* sharder, const sr_table_desc& desc, const sr_top
                            : 0;
   }
   return Status::Ok();
+}
+
+std::string FormatRanks(const std::vector<int>& v) {
+  if (v.empty()) return "none";
+  if (v.size() > 2 && v.back() - v.front() + 1 == static_cast<int>(v.size())) return fmt::format("{}-{}", v.front(), v.back());
+  return fmt::format("{}", fmt::join(v, ","));
 }
 
 std::vector<sr_shard> Moved(const Shape& shape, int offset, int world, int per_host) {

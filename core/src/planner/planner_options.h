@@ -48,6 +48,9 @@ Status FillShares(const Sharder* sharder, const sr_table_desc& desc, const sr_to
                   const TableWorkload& workload, int64_t batch_per_rank, Shape& shape);
 Status FillBytes(const Sharder* sharder, const sr_table_desc& desc, const sr_topology& topo, Shape& shape);
 
+// Ranks as people read them: "0-3" for a run of more than two, else "0,2".
+std::string FormatRanks(const std::vector<int>& sorted_unique);
+
 // `shape`'s shards moved by `offset` (a rank for kShift, a host for kHost).
 std::vector<sr_shard> Moved(const Shape& shape, int offset, int world, int ranks_per_host);
 

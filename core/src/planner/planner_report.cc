@@ -1,10 +1,10 @@
 // The planner's result for people (planner.h, FormatPlannerResult).
 #include <algorithm>
-#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "planner_options.h"
 #include "shardrec/core/planner/planner.h"
 #include "shardrec/core/text/byte_size.h"
 
@@ -12,15 +12,13 @@ namespace shardrec {
 
 namespace {
 
+// The ranks holding any of the table's bytes.
 std::string RanksOf(const TableChoice& t) {
-  std::set<int> ranks;
+  std::vector<int> ranks;
   for (size_t r = 0; r < t.bytes_per_rank.size(); ++r) {
-    if (t.bytes_per_rank[r] > 0) ranks.insert(static_cast<int>(r));
+    if (t.bytes_per_rank[r] > 0) ranks.push_back(static_cast<int>(r));
   }
-  if (ranks.empty()) return "-";
-  std::vector<int> v(ranks.begin(), ranks.end());
-  if (v.size() > 2 && v.back() - v.front() + 1 == static_cast<int>(v.size())) return fmt::format("{}-{}", v.front(), v.back());
-  return fmt::format("{}", fmt::join(v, ","));
+  return ranks.empty() ? "-" : planner_internal::FormatRanks(ranks);
 }
 
 }  // namespace
