@@ -5,7 +5,9 @@
 //   --train   plans a skewed workload on this machine for each --comm and
 //             --world-sizes, trains it with the planner's plan, the balanced
 //             table-wise default and every single-sharder plan (each a
-//             `shardrec train --json` child), and prints estimated beside
+//             `shardrec train --json` child, --reps interleaved rounds),
+//             with the topology measured for each comm and world size
+//             (`bench topology`) unless --topology is given, and prints estimated beside
 //             measured step times, the planner's speed-up over each, and the
 //             correlation of estimate and measurement over the plans.
 #include <algorithm>
@@ -75,26 +77,32 @@ struct Measured {
   std::string error;
 };
 
-// One `shardrec train --json` child; the steady step rate (median of the
-// per-step rates after the first fifth).
-Measured TrainChild(const std::vector<std::string>& words) {
-  std::string cmd = std::filesystem::read_symlink("/proc/self/exe").string();
-  for (const std::string& w : words) {
+// This program run again with `words`: its output (stdout and stderr) and
+// exit status. Every word is quoted for the shell, the program's path too.
+std::pair<std::string, int> RunChild(const std::vector<std::string>& words) {
+  auto quote = [](const std::string& w) {
     std::string quoted;
     for (char ch : w) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-    cmd += " '" + quoted + "'";
-  }
+    return "'" + quoted + "'";
+  };
+  std::string cmd = quote(std::filesystem::read_symlink("/proc/self/exe").string());
+  for (const std::string& w : words) cmd += " " + quote(w);
   cmd += " 2>&1";
-  Measured m;
   FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) {
-    m.error = "cannot start " + cmd;
-    return m;
-  }
+  if (!pipe) return {"cannot start " + cmd, -1};
   std::string out;
   char buf[4096];
   while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
-  const int status = ::pclose(pipe);
+  return {out, ::pclose(pipe)};
+}
+
+std::string Tail(const std::string& out) { return out.substr(out.size() > 400 ? out.size() - 400 : 0); }
+
+// One `shardrec train --json` child; the steady step rate (median of the
+// per-step rates after the first fifth).
+Measured TrainChild(const std::vector<std::string>& words) {
+  const auto [out, status] = RunChild(words);
+  Measured m;
   const size_t start = out.rfind("\n{");
   const std::string last = out.substr(start == std::string::npos ? 0 : start + 1);
   try {
@@ -104,9 +112,30 @@ Measured TrainChild(const std::vector<std::string>& words) {
     std::sort(rates.begin(), rates.end());
     m.samples_per_s = rates.empty() ? j.at("samples_per_s").get<double>() : rates[rates.size() / 2];
   } catch (const std::exception&) {
-    m.error = fmt::format("train exited {} without a result: {}", status, out.substr(out.size() > 400 ? out.size() - 400 : 0));
+    m.error = fmt::format("train exited {} without a result: {}", status, Tail(out));
   }
   return m;
+}
+
+// A comma-separated list of positive integers (--world-sizes).
+StatusOr<std::vector<int>> PositiveInts(const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || item.empty() || v < 1) {
+      return InvalidArgumentError(flag + ": '" + item + "' is not a positive integer");
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) return InvalidArgumentError(flag + " is empty");
+  return out;
 }
 
 }  // namespace
@@ -114,11 +143,14 @@ Measured TrainChild(const std::vector<std::string>& words) {
 int RunBenchPlanner(const std::vector<std::string>& args) {
   GlobalOptions g;
   PlannerFlags pf;
-  int count = 1000, world = 64, reps = 3, steps = 60;
+  int count = 1000, world = 64, reps = 3, steps = 200;
   bool train = false;
   std::string comms = "local,gloo", worlds = "2,4";
-  std::string skew_tables = "2x1000000x64,2x20000x32,24x5000x16", skew_ids = "zipf:1.05";
-  std::string skew_pooling = "1,1,40,40,2";
+  // One huge table, two large ones, three hot, many small: byte-balanced
+  // table-wise piles the hot ones onto the ranks without the huge one, and
+  // three hot tables do not split evenly over 2 or 4 ranks whole.
+  std::string skew_tables = "1x2000000x64,2x500000x32,3x20000x32,24x5000x16", skew_ids = "zipf:1.05";
+  std::string skew_pooling = "1,1,1,40,40,40,2";
   int64_t batch = 512;
   po::options_description desc("bench planner options");
   AddGlobalOptions(desc, &g);
@@ -126,7 +158,8 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
   desc.add_options()
       ("tables-count", po::value(&count)->default_value(count), "speed: tables to plan")
       ("world-size", po::value(&world)->default_value(world), "speed: ranks to plan for")
-      ("reps", po::value(&reps)->default_value(reps), "speed: plans made (best and median reported)")
+      ("reps", po::value(&reps)->default_value(reps),
+       "speed: plans made (best and median reported); --train: rounds, each training every plan once (median)")
       ("train", po::bool_switch(&train), "train the skewed workload under each plan instead")
       ("comms", po::value(&comms)->default_value(comms), "--train: comm backends, comma-separated")
       ("world-sizes", po::value(&worlds)->default_value(worlds), "--train: world sizes, comma-separated")
@@ -143,7 +176,8 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
              "\n\nexamples:\n"
              "  shardrec bench planner                       # 1000 tables x 64 ranks on 8 hosts\n"
              "  shardrec bench planner --hosts 8 --tables-count 1000 --world-size 64\n"
-             "  shardrec bench planner --train --topology topo.json   # plans trained side by side")) {
+             "  shardrec bench planner --train                # plans trained side by side, topology measured\n"
+             "  shardrec bench planner --train --comms gloo --world-sizes 2 --topology topo.json")) {
     return code;
   }
   auto fail = [](const std::string& m, int exit = kExitUsage) {
@@ -207,8 +241,18 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
   for (double p : pooling.value()) pooling_text += (pooling_text.empty() ? "" : ",") + fmt::format("{}", p);
   auto synthetic = SyntheticData::Create(tables.value(), skew_ids, pooling.value(), 0);
   if (!synthetic.ok()) return fail(synthetic.status().message());
+  auto world_list_or = PositiveInts(worlds, "--world-sizes");
+  if (!world_list_or.ok()) return fail(world_list_or.status().message());
+  const std::vector<int> world_list = world_list_or.value();
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("shardrec-bench-planner-{}", ::getpid());
   std::filesystem::create_directories(dir);
+  struct RemoveAtExit {
+    std::filesystem::path dir;
+    ~RemoveAtExit() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } remove_at_exit{dir};
   std::vector<double> all_est, all_meas;
   nlohmann::json rows = nlohmann::json::array();
   for (const std::string& comm : [&] {
@@ -217,14 +261,21 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
          for (std::string item; std::getline(ss, item, ',');) v.push_back(item);
          return v;
        }()) {
-    std::stringstream ws(worlds);
-    for (std::string wtext; std::getline(ws, wtext, ',');) {
-      const int n = std::stoi(wtext);
+    for (const int n : world_list) {
       PlannerRequest req;
       req.tables = tables.value();
       req.batch_per_rank = batch;
       PlannerFlags flags = pf;
       flags.hosts = 1;
+      if (flags.topology.empty()) {
+        // Calibrated here: this comm and world size, measured now.
+        flags.topology = (dir / fmt::format("topology-{}-{}.json", comm, n)).string();
+        std::cout << fmt::format("measuring the topology: shardrec bench topology --comm {} --world-size {}\n", comm, n)
+                  << std::flush;
+        const auto [out, status] = RunChild({"bench", "topology", "--comm", comm, "--world-size", std::to_string(n),
+                                             "-o", flags.topology});
+        if (status != 0) return fail("bench topology failed: " + Tail(out), kExitFailure);
+      }
       if (Status st = FillPlannerRequest(flags, n, 0, &req); !st.ok()) return fail(st.message());
       auto workload = PlannerWorkload(flags, req.tables, &synthetic.value(), batch);
       if (!workload.ok()) return fail(workload.status().message());
@@ -248,47 +299,79 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
       std::cout << fmt::format("{} x {} ranks, {} steps of {} per rank ({} ids, ids per sample {}):\n", comm, n, steps,
                                batch, skew_ids, pooling_text)
                 << std::flush;
-      std::vector<double> est, meas;
-      double planner_rate = 0;
+      // Every plan's file and estimate first; then --reps rounds, each
+      // training every plan once, so a slow spell of the machine falls on
+      // all plans alike; each plan's median rate counts.
+      struct Run {
+        std::string name;
+        std::filesystem::path file;
+        double estimated_step = std::nan("");
+        std::vector<double> rates;
+        std::string error;
+      };
+      std::vector<Run> runs;
       for (const auto& [name, request] : plans) {
         auto plan = MakePlan(session.registry, request);
         if (!plan.ok()) {
           std::cout << fmt::format("  {:<20} cannot run: {}\n", name, plan.status().message());
           continue;
         }
+        Run r;
+        r.name = name;
+        r.file = dir / (std::to_string(runs.size()) + ".json");
         auto estimate = EstimatePlan(session.registry, req, plan.value());
-        const std::filesystem::path file = dir / (name + ".json");
-        std::ofstream(file) << PlanToJson(plan.value()) << "\n";
-        const Measured m = TrainChild({"train", "--comm", comm, "--world-size", std::to_string(n), "--tables", skew_tables,
-                                       "--pooling-factor", pooling_text, "--ids", skew_ids, "--steps", std::to_string(steps),
-                                       "--batch", std::to_string(batch), "--plan", file.string(), "--json"});
-        if (!m.error.empty()) {
-          std::cout << fmt::format("  {:<20} failed: {}\n", name, m.error);
+        if (estimate.ok()) r.estimated_step = estimate->step_seconds;
+        std::ofstream(r.file) << PlanToJson(plan.value()) << "\n";
+        runs.push_back(std::move(r));
+      }
+      for (int round = 0; round < reps; ++round) {
+        // Each round starts one plan later: no plan always runs first, just
+        // after the last round's biggest allocations were handed back.
+        for (size_t i = 0; i < runs.size(); ++i) {
+          Run& r = runs[(i + static_cast<size_t>(round)) % runs.size()];
+          if (!r.error.empty()) continue;
+          const Measured m = TrainChild({"train", "--comm", comm, "--world-size", std::to_string(n), "--tables",
+                                         skew_tables, "--pooling-factor", pooling_text, "--ids", skew_ids, "--steps",
+                                         std::to_string(steps), "--batch", std::to_string(batch), "--plan",
+                                         r.file.string(), "--json"});
+          if (m.error.empty()) {
+            r.rates.push_back(m.samples_per_s);
+          } else {
+            r.error = m.error;
+          }
+        }
+      }
+      std::vector<double> est, meas;
+      double planner_rate = 0;
+      for (Run& r : runs) {
+        if (!r.error.empty() || r.rates.empty()) {
+          std::cout << fmt::format("  {:<20} failed: {}\n", r.name, r.error);
           continue;
         }
-        if (name == "planner") planner_rate = m.samples_per_s;
-        const double measured_step = static_cast<double>(batch * n) / m.samples_per_s;
-        const double estimated_step = estimate.ok() ? estimate->step_seconds : std::nan("");
-        std::cout << fmt::format("  {:<20} measured {:>9.0f} samples/s, step {:>8.3f} ms | estimated step {:>8.3f} ms | "
-                                 "planner / this {:.2f}\n",
-                                 name, m.samples_per_s, measured_step * 1e3, estimated_step * 1e3,
-                                 planner_rate > 0 ? planner_rate / m.samples_per_s : std::nan(""))
+        std::sort(r.rates.begin(), r.rates.end());
+        const double rate = r.rates[r.rates.size() / 2];
+        if (r.name == "planner") planner_rate = rate;
+        const double measured_step = static_cast<double>(batch * n) / rate;
+        std::cout << fmt::format("  {:<20} measured {:>9.0f} samples/s (median of {}, {:.0f}-{:.0f}), step {:>8.3f} ms | "
+                                 "estimated step {:>8.3f} ms | planner / this {:.2f}\n",
+                                 r.name, rate, r.rates.size(), r.rates.front(), r.rates.back(), measured_step * 1e3,
+                                 r.estimated_step * 1e3, planner_rate > 0 ? planner_rate / rate : std::nan(""))
                   << std::flush;
-        if (estimate.ok()) {
-          est.push_back(estimated_step);
+        if (std::isfinite(r.estimated_step)) {
+          est.push_back(r.estimated_step);
           meas.push_back(measured_step);
-          all_est.push_back(estimated_step);
+          all_est.push_back(r.estimated_step);
           all_meas.push_back(measured_step);
         }
-        rows.push_back({{"comm", comm}, {"world_size", n}, {"plan", name}, {"samples_per_s", m.samples_per_s},
-                        {"measured_step_s", measured_step}, {"estimated_step_s", estimated_step}});
+        rows.push_back({{"comm", comm}, {"world_size", n}, {"plan", r.name}, {"samples_per_s", rate},
+                        {"samples_per_s_all", r.rates}, {"measured_step_s", measured_step},
+                        {"estimated_step_s", r.estimated_step}});
       }
       std::cout << fmt::format("  correlation of estimated and measured step over {} plans: {:.3f}\n", est.size(),
                                Pearson(est, meas));
     }
   }
   std::cout << fmt::format("correlation over all {} runs: {:.3f}\n", all_est.size(), Pearson(all_est, all_meas));
-  std::filesystem::remove_all(dir);
   if (g.json) std::cout << nlohmann::json{{"runs", rows}, {"correlation", Pearson(all_est, all_meas)}}.dump() << "\n";
   return kExitOk;
 }

@@ -27,6 +27,7 @@
 #include "kernel_bench.h"
 #include "shardrec/core/modules/optimizer_spec.h"
 #include "shardrec/core/planner/planner_topology.h"
+#include "shardrec/core/tensor/npy.h"
 #include "shardrec/core/text/byte_size.h"
 
 namespace shardrec::cli {
@@ -148,6 +149,7 @@ int RunBenchTopology(const std::vector<std::string>& args) {
   }
   topo.inter_host = {inter_bps, inter_latency_us * 1e-6};
   topo.ranks_per_host = ranks;
+  topo.cores_per_host = cores;  // more ranks than cores take turns (cost_model.h)
   {
     PlannerTopology hand = topo;
     hand.intra_host = DefaultTopology().intra_host;
@@ -165,9 +167,8 @@ int RunBenchTopology(const std::vector<std::string>& args) {
       std::cout << text << "\n";
       return kExitOk;
     }
-    std::ofstream out(output);
-    out << text << "\n";
-    if (!out) return fail("-o: cannot write " + output, kExitFailure);
+    const Status written = WriteFileAtomically(output, [&](std::ostream& os) { os << text << "\n"; }, std::ios::out);
+    if (!written.ok()) return fail("-o: " + written.message(), kExitFailure);
     if (!g.json) std::cout << "topology: " << output << "\n";
     return kExitOk;
   };

@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "embed_job.h"
 #include "memory_check.h"
+#include "planner_inputs.h"
 #include "shardrec/core/checkpoint/checkpoint.h"
 #include "shardrec/core/checkpoint/directory.h"
 #include "shardrec/core/io/batch_dir.h"
@@ -79,6 +80,34 @@ int Fail(const std::string& message) {
   return kExitFailure;
 }
 
+// --planner: one plan for the job's world, made before the ranks start (every
+// process of a launched job plans alike: the planner is deterministic), for
+// the traffic of the batch itself unless --stats-from names other data.
+StatusOr<PlanSpec> PlanEmbed(const HostSession& session, const PlannerFlags& flags, const CommFlags& comm,
+                             const std::vector<EmbeddingTableConfig>& tables, const EmbeddingModuleOptions& options,
+                             const KeyedJaggedTensor& kjt, bool print) {
+  auto env = ReadDistEnv();
+  const bool launched = env.ok() && env->launched();
+  const int world = launched ? env->world_size : std::max(comm.world_size, 1);
+  PlannerFlags pf = flags;
+  pf.hosts = launched ? std::max(1, world / std::max(1, env->local_world_size)) : 1;
+  PlannerRequest req;
+  req.tables = tables;
+  req.batch_per_rank = std::max<int64_t>(1, kjt.stride() / world);
+  SR_RETURN_IF_ERROR(FillPlannerRequest(pf, world, 0, &req));
+  if (pf.stats_from.empty()) {
+    req.workload = MeasureWorkload(tables, {kjt});
+  } else {
+    SR_ASSIGN_OR_RETURN(req.workload, PlannerWorkload(pf, tables, nullptr, req.batch_per_rank));
+  }
+  req.kernels = UsableKernels(session.registry, req.topology, options.optimizer.optimizer);
+  req.sharder_options = session.plugin_options.ForKind("sharder");
+  req.state_bytes_per_row = StateBytesPerRow(options.optimizer.optimizer);
+  SR_ASSIGN_OR_RETURN(PlannerResult planned, RunPlanner(session.registry, req));
+  if (print && (!launched || env->rank == 0)) std::cout << FormatPlannerResult(planned, req, false);
+  return planned.spec;
+}
+
 }  // namespace
 
 StatusOr<Tensor> ReadWeightsFile(const fs::path& dir, const EmbeddingTableConfig& config) {
@@ -104,6 +133,8 @@ int RunEmbed(const std::vector<std::string>& args) {
   GlobalOptions g;
   EmbedFlags f;
   CommFlags comm;
+  bool planner = false;
+  PlannerFlags planner_flags;
   po::options_description desc("embed options");
   AddGlobalOptions(desc, &g);
   AddCommOptions(desc, &comm);
@@ -140,7 +171,11 @@ int RunEmbed(const std::vector<std::string>& args) {
        "the most this machine's ranks may allocate for tables and optimizer state (e.g. 20GiB); default: the "
        "memory available now. A bigger job is refused before allocating")
       ("plan", po::value(&f.plan), "run sharded with this JSON plan file (see docs/sharding.md)")
-      ("sharder", po::value(&f.sharder), "run sharded, every table split by this sharder (e.g. row_wise)");
+      ("sharder", po::value(&f.sharder), "run sharded, every table split by this sharder (e.g. row_wise)")
+      ("planner", po::bool_switch(&planner),
+       "run sharded with the planner's plan for this world: each table's sharder, kernel and ranks chosen for the "
+       "batch's own traffic (see `shardrec plan --help` and docs/planner.md)");
+  AddPlannerOptions(desc, &planner_flags, /*with_hosts=*/false);
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("embed", args, desc, nullptr, &vm, &code,
@@ -153,12 +188,22 @@ int RunEmbed(const std::vector<std::string>& args) {
              "Sharded: --plan FILE or --sharder NAME (and --comm/--world-size, or a launcher) split the tables\n"
              "across ranks and the batch into contiguous sample ranges, one per rank; rank 0 gathers the results\n"
              "and writes the same files as the unsharded run. A --world-size alone runs the balanced\n"
-             "table-wise plan.")) {
+             "table-wise plan; --planner plans for the batch's own traffic (docs/planner.md).")) {
     return code;
   }
   auto env = ReadDistEnv();
-  const bool sharded = !f.plan.empty() || !f.sharder.empty() || !vm["world-size"].defaulted() ||
+  const bool sharded = planner || !f.plan.empty() || !f.sharder.empty() || !vm["world-size"].defaulted() ||
                        (env.ok() && env->launched());
+  if (static_cast<int>(!f.plan.empty()) + static_cast<int>(!f.sharder.empty()) + static_cast<int>(planner) > 1) {
+    std::cerr << "shardrec embed: give --planner, --plan or --sharder, one of them\n";
+    return kExitUsage;
+  }
+  for (const char* flag : {"topology", "constraints", "stats-from", "stats-samples"}) {
+    if (vm.count(flag) && !vm[flag].defaulted() && !planner) {
+      std::cerr << "shardrec embed: --" << flag << " is the planner's: add --planner\n";
+      return kExitUsage;
+    }
+  }
   HostSession session;
   const PluginKinds kinds = sharded ? PluginKinds{SR_KIND_KERNEL, SR_KIND_SHARDER, SR_KIND_COMM}
                                     : PluginKinds{SR_KIND_KERNEL};
@@ -209,9 +254,10 @@ int RunEmbed(const std::vector<std::string>& args) {
   auto kjt = ReadKjtDir(f.batch);
   if (!kjt.ok()) return Fail(kjt.status().message());
   if (sharded) {
-    if (!f.plan.empty() && !f.sharder.empty()) {
-      std::cerr << "shardrec embed: give --plan or --sharder, not both\n";
-      return kExitUsage;
+    if (planner) {
+      auto spec = PlanEmbed(session, planner_flags, comm, tables.value(), options, kjt.value(), !g.json);
+      if (!spec.ok()) return Fail("--planner: " + spec.status().message());
+      f.planned = std::move(spec).value();
     }
     return RunShardedEmbed(args, f, g, comm, session, tables.value(), options, kjt.value(), vm.count("grad") > 0);
   }

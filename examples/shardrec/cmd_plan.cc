@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "planner_inputs.h"
 #include "shardrec/core/modules/optimizer_spec.h"
+#include "shardrec/core/tensor/npy.h"
 #include "shardrec/core/text/byte_size.h"
 #include "train_data.h"
 
@@ -121,9 +122,10 @@ int RunPlan(const std::vector<std::string>& args) {
   auto plan = MakePlan(session.registry, plan_req);
   if (!plan.ok()) return fail("the planner's plan does not check: " + plan.status().message(), kExitFailure);
   if (!f.output.empty()) {
-    std::ofstream out(f.output);
-    out << PlanToJson(plan.value()) << "\n";
-    if (!out) return fail("-o: cannot write " + f.output, kExitFailure);
+    // Staged and renamed: a reader sees the old plan or the new, never half.
+    const Status written = WriteFileAtomically(
+        f.output, [&](std::ostream& os) { os << PlanToJson(plan.value()) << "\n"; }, std::ios::out);
+    if (!written.ok()) return fail("-o: " + written.message(), kExitFailure);
   }
 
   // --compare: the other plans a user could have run, under the same model.

@@ -16,6 +16,7 @@
 #include "shardrec/core/checkpoint/checkpoint.h"
 #include "shardrec/core/modules/embedding_tables.h"
 #include "shardrec/core/resources/memory.h"
+#include "shardrec/core/sharding/sharding_plan.h"
 #include "shardrec/core/sparse/keyed_jagged_tensor.h"
 #include "shardrec/core/sparse/keyed_tensor.h"
 
@@ -26,6 +27,7 @@ struct EmbedFlags {
   uint64_t init_seed = 0;
   int64_t iteration = 1;
   std::string plan, sharder;  // sharded runs
+  std::optional<PlanSpec> planned;  // --planner's plan, made before the ranks start
   std::string max_memory;     // --max-memory as given
   std::string from_checkpoint;
   bool reset_optimizer = false;

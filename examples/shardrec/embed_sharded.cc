@@ -57,7 +57,7 @@ StatusOr<ShardingPlan> PlanFor(const HostSession& session, const ProcessGroup& g
 Status EmbedRank(const ProcessGroup& group, const HostSession& session, const EmbedFlags& f,
                  const std::vector<EmbeddingTableConfig>& tables, const EmbeddingModuleOptions& options,
                  const KeyedJaggedTensor& kjt, bool has_grad, EmbedOutputs* out) {
-  std::optional<PlanSpec> spec;
+  std::optional<PlanSpec> spec = f.planned;
   if (!f.plan.empty()) {
     SR_ASSIGN_OR_RETURN(spec, LoadPlanFile(f.plan));
     for (const auto& [name, sharding] : *spec) {

@@ -148,6 +148,28 @@ double CostModel::RankSeconds(const RankLoad& l) const {
          std::max(l.send_inter, l.recv_inter) / topology_.inter_host.bytes_per_s;
 }
 
+bool CostModel::SharesCores() const {
+  return topology_.cores_per_host > 0 && per_host_ > topology_.cores_per_host;
+}
+
+double CostModel::HostSeconds(double summed) const {
+  return SharesCores() ? summed / static_cast<double>(topology_.cores_per_host) : 0;
+}
+
+double CostModel::StepSeconds(const std::vector<RankLoad>& loads, double latency) const {
+  double worst = 0, host = 0;
+  for (size_t q = 0; q < loads.size(); ++q) {
+    const double sec = RankSeconds(loads[q]);
+    worst = std::max(worst, sec);
+    host += sec;
+    if ((q + 1) % static_cast<size_t>(per_host_) == 0) {
+      worst = std::max(worst, HostSeconds(host));
+      host = 0;
+    }
+  }
+  return worst + latency;
+}
+
 double CostModel::LatencySeconds(bool any_sharded, bool any_replicated) const {
   if (world_ == 1) return 0;
   const double per = hosts() > 1 ? topology_.inter_host.latency_s : topology_.intra_host.latency_s;

@@ -84,6 +84,8 @@ class Planner {
   Status CheckSmallestReason() const;
   Status Greedy(bool memory_first);
   void Improve();
+  void TrySeeds();
+  double Makespan() const;
   bool TrySwap(int slowest, const std::vector<std::pair<double, size_t>>& on, double now);
   TableEffect EffectOf(size_t t, const Candidate& c) const;
   Score ScoreOf(const TableEffect& e) const;
@@ -265,10 +267,21 @@ Score Planner::ScoreOf(const TableEffect& e) const {
   // every later one follow it (a step no single move can climb back down).
   const bool sharded = true, replicated = replicated_ > 0 || e.replicated;
   const double latency = model_.LatencySeconds(sharded, replicated);
+  const bool shares = model_.SharesCores();
+  const int per_host = model_.ranks_per_host();
+  double host = 0;
   model_.Visit(e, loads_, [&](int q, const RankLoad& l) {
-    const double sec = model_.RankSeconds(l) + latency;
+    const double own = model_.RankSeconds(l);
+    const double sec = own + latency;
     s.makespan = std::max(s.makespan, sec);
     s.sum_sq += sec * sec;
+    if (shares) {
+      host += own;
+      if ((q + 1) % per_host == 0) {
+        s.makespan = std::max(s.makespan, model_.HostSeconds(host) + latency);
+        host = 0;
+      }
+    }
     const int64_t b = budget_[static_cast<size_t>(q)];
     if (b > 0 && l.bytes > b && (s.fits || l.bytes - b > s.over_bytes)) {
       s.fits = false;
@@ -321,9 +334,11 @@ std::pair<Candidate, Score> Planner::Best(size_t t, bool memory_first, std::vect
             if (b > 0) fill = std::max(fill, static_cast<double>(l.bytes) / static_cast<double>(b));
           });
         }
-        const bool better = memory_first ? (sc.fits && (!best_score.fits || fill < best_fill - 1e-12 ||
-                                                        (std::abs(fill - best_fill) <= 1e-12 && sc.Better(best_score))))
-                                         : (best.shape < 0 || sc.Better(best_score));
+        // The first candidate stands until a better one comes, so a table
+        // that fits nowhere still names its least-bad option.
+        const bool fits_better = sc.fits && (!best_score.fits || fill < best_fill - 1e-12 ||
+                                             (std::abs(fill - best_fill) <= 1e-12 && sc.Better(best_score)));
+        const bool better = best.shape < 0 || (memory_first ? fits_better : sc.Better(best_score));
         if (better) {
           best = c;
           best_score = sc;
@@ -433,6 +448,14 @@ Status Planner::Greedy(bool memory_first) {
     std::vector<std::string> options;
     auto [c, score] = Best(t, memory_first, &options);
     const auto position = std::find(order.begin(), order.end(), t) - order.begin();
+    if (c.shape < 0) {
+      // Every option was pinned out: its ranks admit none of the placements.
+      std::string why;
+      for (const std::string& o : options) why += "\n  " + o;
+      for (const std::string& e : st.excluded) why += "\n  " + e;
+      return InvalidArgumentError(fmt::format("planner: table '{}' is pinned to ranks {}, where none of its options "
+                                              "can go:{}", req_.tables[t].name, fmt::join(st.pinned, ","), why));
+    }
     if (!score.fits) {
       const int64_t free_max = [&] {
         int64_t m = 0;
@@ -467,7 +490,7 @@ void Planner::Improve() {
     for (int q = 1; q < world_; ++q) {
       if (model_.RankSeconds(loads_[static_cast<size_t>(q)]) > model_.RankSeconds(loads_[static_cast<size_t>(slowest)])) slowest = q;
     }
-    const double now = model_.RankSeconds(loads_[static_cast<size_t>(slowest)]) + latency;
+    const double now = model_.StepSeconds(loads_, latency);
     // The tables on the slowest rank, heaviest there first.
     std::vector<std::pair<double, size_t>> on;
     for (size_t t = 0; t < tables_.size(); ++t) {
@@ -552,6 +575,123 @@ bool Planner::TrySwap(int slowest, const std::vector<std::pair<double, size_t>>&
   return false;
 }
 
+double Planner::Makespan() const {
+  return model_.StepSeconds(loads_, model_.LatencySeconds(sharded_ > 0, replicated_ > 0));
+}
+
+void Planner::TrySeeds() {
+  // Greedy placement is myopic: a table placed early cannot see that the
+  // tables after it would all do better split the same way. So each sharder
+  // for every table, placed as MakePlan places one sharder alone (largest
+  // first, a movable placement onto the rank or host holding the fewest
+  // bytes), is a start too; one better than the greedy plan gets the same
+  // local improvement, and the best plan wins. The result is then never
+  // worse, under the model, than the balanced default or any one sharder
+  // for every table.
+  struct Kept {
+    std::vector<Candidate> chosen;
+    std::vector<std::vector<std::string>> why;
+  };
+  auto keep = [&] {
+    Kept k;
+    for (const TableState& st : tables_) {
+      k.chosen.push_back(st.chosen);
+      k.why.push_back(st.why);
+    }
+    return k;
+  };
+  auto restore = [&](const Kept& k) {
+    for (size_t t = 0; t < tables_.size(); ++t) {
+      if (tables_[t].placed) Remove(t);
+    }
+    for (size_t t = 0; t < tables_.size(); ++t) {
+      Place(t, k.chosen[t]);
+      tables_[t].why = k.why[t];
+    }
+  };
+  const Kept greedy = keep();
+  Kept best = greedy;
+  double best_step = Makespan();
+  const double greedy_step = best_step;
+  std::string best_name;
+  std::vector<size_t> order(tables_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return req_.tables[a].num_embeddings * req_.tables[a].embedding_dim >
+           req_.tables[b].num_embeddings * req_.tables[b].embedding_dim;
+  });
+  // Each sharder as placed where it lands by itself, and, when
+  // it can move, spread by bytes (as MakePlan spreads table_wise).
+  std::vector<std::pair<std::string, bool>> seeds;
+  for (size_t s = 0; s < sharders_.names.size(); ++s) {
+    seeds.emplace_back(sharders_.names[s], false);
+    if (sharders_.relocate[s] != Relocate::kFixed) seeds.emplace_back(sharders_.names[s], true);
+  }
+  for (const auto& [name, spread] : seeds) {
+    for (size_t t = 0; t < tables_.size(); ++t) {
+      if (tables_[t].placed) Remove(t);
+    }
+    bool valid = true;
+    for (size_t t : order) {
+      TableState& st = tables_[t];
+      const auto shape = std::find_if(st.shapes.begin(), st.shapes.end(), [&](const Shape& sh) { return sh.sharder == name; });
+      if (shape == st.shapes.end()) {
+        valid = false;  // excluded for this table (constraints, or the sharder refused it)
+        break;
+      }
+      int lightest = 0;
+      for (int q = 1; q < world_; ++q) {
+        if (loads_[static_cast<size_t>(q)].bytes < loads_[static_cast<size_t>(lightest)].bytes) lightest = q;
+      }
+      // Moved() takes the first shard's rank (or host): unspread, the
+      // sharder's own choice.
+      const int own = shape->shards.empty() ? 0 : shape->shards[0].rank;
+      const int target = spread ? lightest : own;
+      const int offset = shape->relocate == Relocate::kShift  ? target
+                         : shape->relocate == Relocate::kHost ? target / per_host_
+                                                              : 0;
+      const Candidate c{static_cast<int>(shape - st.shapes.begin()), st.kernels[0], offset};
+      if (!st.pinned.empty()) {
+        for (const sr_shard& sh : planner_internal::Moved(*shape, offset, world_, per_host_)) {
+          if (sh.num_rows > 0 && sh.num_cols > 0 && !std::binary_search(st.pinned.begin(), st.pinned.end(), sh.rank)) valid = false;
+        }
+        if (shape->replicated && static_cast<int>(st.pinned.size()) != world_) valid = false;
+        if (!valid) break;
+      }
+      Place(t, c);
+      ++evaluated_;
+    }
+    for (int q = 0; valid && q < world_; ++q) {
+      const int64_t b = budget_[static_cast<size_t>(q)];
+      if (b > 0 && loads_[static_cast<size_t>(q)].bytes > b) valid = false;
+    }
+    const double start = Makespan();
+    if (!valid) continue;
+    if (start >= best_step * (1 - 1e-9)) continue;
+    for (size_t t = 0; t < tables_.size(); ++t) {
+      std::vector<std::string> why = {fmt::format("chose {}: {} for every table was a better start than the greedy "
+                                                  "placement (step {} against {}), then local improvement",
+                                                  Describe(t, tables_[t].chosen), name, Ms(start), Ms(greedy_step))};
+      for (size_t i = 1; i < greedy.why[t].size(); ++i) {
+        const std::string& line = greedy.why[t][i];
+        if (line.rfind("  moved by", 0) != 0 && line.rfind("  swapped by", 0) != 0) why.push_back(line);
+      }
+      tables_[t].why = std::move(why);
+    }
+    Improve();
+    if (Makespan() < best_step * (1 - 1e-9)) {
+      best_step = Makespan();
+      best = keep();
+      best_name = name + (spread ? " (spread by bytes)" : "");
+    }
+  }
+  restore(best);
+  if (!best_name.empty()) {
+    notes_.push_back(fmt::format("started from {} for every table: improved, step {}, against {} from the greedy start",
+                                 best_name, Ms(best_step), Ms(greedy_step)));
+  }
+}
+
 PlannerResult Planner::Result() const {
   PlannerResult r;
   r.improvement_moves = moves_;
@@ -566,8 +706,13 @@ PlannerResult Planner::Result() const {
     e.latency_s = latency;
     e.bytes = l.bytes;
     e.budget = budget_[static_cast<size_t>(q)];
-    r.step_seconds = std::max(r.step_seconds, e.total_s());
     r.ranks.push_back(e);
+  }
+  r.step_seconds = model_.StepSeconds(loads_, latency);
+  if (model_.SharesCores()) {
+    r.notes.push_back(fmt::format("{} ranks per host share {} cores: the step is also bounded by a host's summed rank "
+                                  "time over its cores",
+                                  per_host_, req_.topology.cores_per_host));
   }
   const std::vector<RankLoad> zero(static_cast<size_t>(world_));
   for (size_t t = 0; t < tables_.size(); ++t) {
@@ -614,6 +759,7 @@ StatusOr<PlannerResult> Planner::Run() {
     return greedy;
   }
   Improve();
+  TrySeeds();
   notes_.insert(notes_.begin(), "topology: " + req_.topology.source);
   PlannerResult r = Result();
   r.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -82,6 +82,7 @@ StatusOr<PlannerConstraints> LoadConstraintsFile(const std::string& path) {
   if (!in) return Status(SR_NOT_FOUND, path + ": cannot open the constraints file");
   std::stringstream ss;
   ss << in.rdbuf();
+  if (ss.str().size() > (size_t{16} << 20)) return InvalidArgumentError(path + ": a constraints file over 16 MiB");
   return ParseConstraintsJson(ss.str(), path);
 }
 

@@ -7,6 +7,9 @@
 //   "host"  it goes to any host (table_row_wise): shift by whole hosts;
 //   else    it stays where the sharder put it (row_wise, data_parallel,
 //           a plugin that declares neither).
+// Column blocks narrower than the sharder's own are not tried: on the machine
+// this was measured on, a hot table split by columns ran slower than the
+// model said (docs/planner.md, "What the model leaves out").
 #pragma once
 
 #include <string>

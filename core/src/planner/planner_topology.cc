@@ -89,8 +89,8 @@ StatusOr<PlannerTopology> ParseTopologyJson(const std::string& text, const std::
     return InvalidArgumentError(source + ": not valid JSON: " + e.what());
   }
   SR_RETURN_IF_ERROR(OnlyKeys(doc,
-                              {"format", "version", "ranks_per_host", "memory_bytes_per_rank", "kernels", "intra_host",
-                               "inter_host", "measured"},
+                              {"format", "version", "ranks_per_host", "cores_per_host", "memory_bytes_per_rank", "kernels",
+                               "intra_host", "inter_host", "measured"},
                               source));
   if (doc.contains("format") && doc["format"] != kFormat) {
     return InvalidArgumentError(source + ": \"format\" must be \"" + std::string(kFormat) + "\", got " +
@@ -107,6 +107,10 @@ StatusOr<PlannerTopology> ParseTopologyJson(const std::string& text, const std::
   if (doc.contains("ranks_per_host")) {
     SR_ASSIGN_OR_RETURN(const int64_t r, JsonInteger(doc["ranks_per_host"], source + ": \"ranks_per_host\"", 1, 1 << 20));
     t.ranks_per_host = static_cast<int>(r);
+  }
+  if (doc.contains("cores_per_host")) {
+    SR_ASSIGN_OR_RETURN(const int64_t c, JsonInteger(doc["cores_per_host"], source + ": \"cores_per_host\"", 1, 1 << 20));
+    t.cores_per_host = static_cast<int>(c);
   }
   if (doc.contains("memory_bytes_per_rank")) {
     SR_ASSIGN_OR_RETURN(t.memory_bytes_per_rank,
@@ -148,6 +152,7 @@ StatusOr<PlannerTopology> LoadTopologyFile(const std::string& path) {
 std::string TopologyToJson(const PlannerTopology& t) {
   json doc = {{"format", kFormat}, {"version", 1}};
   if (t.ranks_per_host > 0) doc["ranks_per_host"] = t.ranks_per_host;
+  if (t.cores_per_host > 0) doc["cores_per_host"] = t.cores_per_host;
   if (t.memory_bytes_per_rank > 0) doc["memory_bytes_per_rank"] = t.memory_bytes_per_rank;
   doc["kernels"] = json::object();
   for (const auto& [name, k] : t.kernels) {

@@ -45,7 +45,9 @@ std::vector<TableWorkload> MeasureWorkload(const std::vector<EmbeddingTableConfi
       for (int64_t i = offsets[static_cast<size_t>(k)]; i < offsets[static_cast<size_t>(k) + 1]; ++i) {
         const int64_t id = kjt.values()[static_cast<size_t>(i)];
         if (id < 0 || id >= rows) continue;
-        counts[t][static_cast<size_t>(id * kRowHistogramBuckets / rows)] += 1;
+        // In doubles: id * buckets overflows int64 for tables over 2^57 rows.
+        const double bucket = static_cast<double>(id) / static_cast<double>(rows) * kRowHistogramBuckets;
+        counts[t][static_cast<size_t>(std::min<double>(bucket, kRowHistogramBuckets - 1))] += 1;
         ids[t] += 1;
       }
       // Samples are counted once per table per batch (its features share them).

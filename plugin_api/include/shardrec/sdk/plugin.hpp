@@ -144,12 +144,19 @@ const sr_eviction_vtable& EvictionVtable() {
 
 // T(Options&); void ShardTable(const sr_shard_table_args&);
 // optional: RouteIds(const sr_route_ids_args&),
-//           EstimateStorage(const sr_estimate_storage_args&).
+//           EstimateStorage(const sr_estimate_storage_args&),
+//           EstimateCost(const sr_estimate_cost_args&) (ABI 1.3 headers).
 template <class T>
 const sr_sharder_vtable& SharderVtable() {
   static const sr_sharder_vtable vt = [] {
     sr_sharder_vtable v{};
+    // A plugin built against pre-1.3 headers (tests/abi/frozen_v1_0) has no
+    // estimate_cost slot; its struct_size ends where its headers end.
+#if SR_ABI_MINOR >= 3
     v.struct_size = SR_STRUCT_SIZE(sr_sharder_vtable, estimate_cost);
+#else
+    v.struct_size = SR_STRUCT_SIZE(sr_sharder_vtable, estimate_storage);
+#endif
     v.create = [](sr_named_value_list options, sr_sharder** out) {
       return Guard([&] {
         if (out == nullptr) throw InvalidArgument("create: out is NULL");
@@ -187,6 +194,7 @@ const sr_sharder_vtable& SharderVtable() {
         });
       };
     }
+#if SR_ABI_MINOR >= 3
     if constexpr (requires(T& t, const sr_estimate_cost_args& a) { t.EstimateCost(a); }) {
       v.estimate_cost = [](sr_sharder* s, const sr_estimate_cost_args* a) {
         return Guard([&] {
@@ -195,6 +203,7 @@ const sr_sharder_vtable& SharderVtable() {
         });
       };
     }
+#endif
     return v;
   }();
   return vt;

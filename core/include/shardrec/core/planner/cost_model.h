@@ -8,7 +8,9 @@
 //             ids, divided by the intra- or inter-host bandwidth (full
 //             duplex: the larger of sent and received counts);
 // and the step pays every collective's latency once. The estimate of a
-// plan is its slowest rank. All of it is additive per table, which is what
+// plan is its slowest rank, or, when a host has more ranks than cores
+// (topology cores_per_host), its ranks' summed time over its cores if that
+// is longer: ranks that take turns on a core cannot all finish sooner. All of it is additive per table, which is what
 // lets the partitioner try thousands of placements a second.
 #pragma once
 
@@ -70,6 +72,14 @@ class CostModel {
 
   // The seconds a rank with `load` spends per step, latency excluded.
   double RankSeconds(const RankLoad& load) const;
+  // Whether a host's ranks share fewer cores than there are ranks, and the
+  // step bound of a host whose ranks spend `summed_rank_seconds` in all
+  // (latency excluded): that sum over its cores.
+  bool SharesCores() const;
+  double HostSeconds(double summed_rank_seconds) const;
+  // The step of per-rank `loads` (world entries) with `latency`: the slowest
+  // rank, or the busiest host when ranks share cores.
+  double StepSeconds(const std::vector<RankLoad>& loads, double latency) const;
   // The step's collective latency: the input dist, output dist and its
   // backward when any table is sharded, and the replicas' two exchanges
   // when any is replicated.

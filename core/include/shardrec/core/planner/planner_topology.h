@@ -4,7 +4,7 @@
 // machine by `shardrec bench topology -o topo.json`, or written by hand for
 // a cluster the planner cannot see:
 //   {"format": "shardrec-topology", "version": 1,
-//    "ranks_per_host": 2, "memory_bytes_per_rank": 8589934592,
+//    "ranks_per_host": 2, "cores_per_host": 2, "memory_bytes_per_rank": 8589934592,
 //    "kernels": {"cpu": {"forward": {"seconds_per_lookup": 2e-8, "seconds_per_byte": 1e-10},
 //                        "backward": {"seconds_per_lookup": 6e-8, "seconds_per_byte": 4e-10}}},
 //    "intra_host": {"bytes_per_s": 5e9, "latency_s": 2e-5},
@@ -46,6 +46,9 @@ struct LinkCost {
 
 struct PlannerTopology {
   int ranks_per_host = 0;              // 0: the request's
+  // Cores a host's ranks share; 0: a core per rank. With more ranks than
+  // cores the ranks cannot all run at once (cost_model.h).
+  int cores_per_host = 0;
   int64_t memory_bytes_per_rank = 0;   // 0: unlimited
   std::map<std::string, KernelCost> kernels;
   LinkCost intra_host, inter_host;

@@ -1,0 +1,175 @@
+#!/usr/bin/python3
+"""`shardrec plan`, `bench topology`, `train --planner` and `embed --planner`
+as a user runs them.
+
+plan writes a plan file that train replays with --verify; --explain says why;
+--json is one object; a measured topology and a constraints file are honoured;
+bad inputs (a missing or malformed topology, constraints naming no table, a
+pinned rank outside the world, hosts that do not divide the ranks, an
+infeasible memory budget) are refused by name with nothing written; embed
+--planner writes the same files as the unsharded run; train --planner runs
+and reports its estimate.
+
+usage: planner_cli_test.py SHARDREC_EXE
+Exit 77 (skip) when numpy is missing."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+except ImportError:
+    print("SKIP: numpy is not importable under", sys.executable)
+    sys.exit(77)
+
+exe = sys.argv[1]
+failures = []
+TABLES = "1x20000x32,3x2000x16,6x500x8"
+POOLING = "1,20,20,20,2,2,2,2,2,2"
+
+
+def run(*args, timeout=240):
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def expect(name, cond, detail=""):
+    print(("PASS " if cond else "FAIL ") + name + ("" if cond else ": " + detail[-2000:]))
+    if not cond:
+        failures.append(name)
+
+
+def refused(name, r, says, path=None):
+    ok = r.returncode != 0 and says in r.stderr
+    expect(name, ok, f"exit {r.returncode}, stderr: {r.stderr}")
+    if path is not None:
+        expect(name + ": nothing written", not os.path.exists(path), path)
+
+
+with tempfile.TemporaryDirectory() as d:
+    common = ["--tables", TABLES, "--pooling-factor", POOLING, "--world-size", "2"]
+
+    # A plan, explained, written, and replayed by train with --verify.
+    plan = os.path.join(d, "plan.json")
+    r = run("plan", *common, "-o", plan, "--explain", "--compare")
+    expect("plan runs", r.returncode == 0, r.stderr)
+    expect("plan --explain says why", "chose " in r.stdout and "per rank" in r.stdout, r.stdout)
+    expect("plan --compare lists the default", "balanced table_wise (the default)" in r.stdout, r.stdout)
+    doc = {}
+    if os.path.exists(plan):
+        with open(plan) as f:
+            doc = json.load(f)
+    expect("the plan file names every table", len(doc.get("plan", {})) == 10, json.dumps(doc)[:400])
+    r = run("train", "--tables", TABLES, "--pooling-factor", POOLING, "--world-size", "2", "--steps", "3",
+            "--batch", "64", "--plan", plan, "--verify")
+    expect("train replays the plan with --verify", r.returncode == 0 and "verify against the unsharded run" in r.stdout
+           and "): OK" in r.stdout, r.stdout + r.stderr)
+
+    r = run("plan", *common, "--json")
+    try:
+        j = json.loads(r.stdout.strip().splitlines()[-1])
+        expect("plan --json is one object with the step", "estimated_step_s" in json.dumps(j), r.stdout)
+    except (ValueError, IndexError):
+        expect("plan --json is one object", False, r.stdout + r.stderr)
+
+    # A measured topology, and constraints.
+    topo = os.path.join(d, "topo.json")
+    r = run("bench", "topology", "--world-size", "2", "--min-time", "0.02", "--bytes", "65536", "-o", topo)
+    expect("bench topology writes a file", r.returncode == 0 and os.path.exists(topo), r.stderr)
+    t = {}
+    if os.path.exists(topo):
+        with open(topo) as f:
+            t = json.load(f)
+    expect("the topology has this machine's kernel and link", "cpu" in t.get("kernels", {}) and
+           t.get("intra_host", {}).get("bytes_per_s", 0) > 0 and t.get("cores_per_host", 0) >= 1, json.dumps(t))
+    cons = os.path.join(d, "constraints.json")
+    with open(cons, "w") as f:
+        json.dump({"constraints": {"t0": {"sharding_types": ["row_wise"]},
+                                   "t1": {"ranks": [1]},
+                                   "t2": {"sharding_types": ["column_wise"], "sharder_options": {"block_cols": "8"}}}}, f)
+    plan2 = os.path.join(d, "plan2.json")
+    r = run("plan", *common, "--topology", topo, "--constraints", cons, "-o", plan2)
+    expect("plan with a topology and constraints runs", r.returncode == 0, r.stderr)
+    if r.returncode == 0:
+        with open(plan2) as f:
+            p = json.load(f)["plan"]
+        expect("row_wise constraint honoured", p["t0"]["sharding_type"] == "row_wise", json.dumps(p["t0"]))
+        expect("pinned rank honoured", {s["rank"] for s in p["t1"].get("shards", [])} == {1}, json.dumps(p["t1"]))
+        expect("column blocks of 8", p["t2"]["sharding_type"] == "column_wise" and
+               all(s["cols"][1] == 8 for s in p["t2"]["shards"]), json.dumps(p["t2"]))
+
+    # Bad inputs, refused by name, nothing written.
+    out = os.path.join(d, "never.json")
+    refused("a missing topology", run("plan", *common, "--topology", os.path.join(d, "nope.json"), "-o", out),
+            "nope.json", out)
+    bad_topo = os.path.join(d, "bad_topo.json")
+    with open(bad_topo, "w") as f:
+        f.write('{"kernels": {"cpu": {"forward": {"seconds_per_lookup": -1, "seconds_per_byte": 0}}}}')
+    refused("a malformed topology", run("plan", *common, "--topology", bad_topo, "-o", out), "bad_topo.json", out)
+    bad_cons = os.path.join(d, "bad_cons.json")
+    with open(bad_cons, "w") as f:
+        json.dump({"constraints": {"nosuch": {"ranks": [0]}}}, f)
+    refused("constraints naming no table", run("plan", *common, "--constraints", bad_cons, "-o", out), "nosuch", out)
+    with open(bad_cons, "w") as f:
+        json.dump({"constraints": {"t1": {"ranks": [7]}}}, f)
+    refused("a pinned rank outside the world", run("plan", *common, "--constraints", bad_cons, "-o", out),
+            "rank 7", out)
+    refused("hosts that do not divide the ranks", run("plan", *common, "--hosts", "3", "-o", out), "--hosts 3", out)
+    refused("an infeasible budget", run("plan", *common, "--memory-per-rank", "1MiB", "-o", out), "needs", out)
+    refused("--topology without --planner", run("train", "--topology", topo, "--steps", "1"), "add --planner")
+    refused("embed --planner with --sharder",
+            run("embed", "--tables", "x", "--batch", d, "--out", out, "--planner", "--sharder", "row_wise"),
+            "one of them")
+
+    # embed --planner: the same files as the unsharded run.
+    tables = os.path.join(d, "t.json")
+    with open(tables, "w") as f:
+        json.dump({"tables": [
+            {"name": "hot", "num_embeddings": 300, "embedding_dim": 16, "feature_names": ["h"]},
+            {"name": "big", "num_embeddings": 5000, "embedding_dim": 8, "feature_names": ["b"]},
+            {"name": "seq", "num_embeddings": 50, "embedding_dim": 4, "feature_names": ["s"], "pooling": "none"}]}, f)
+    rng = np.random.default_rng(3)
+    batch_size = 16
+    keys, rows, mean_len = ["h", "b", "s"], {"h": 300, "b": 5000, "s": 50}, {"h": 12, "b": 1, "s": 2}
+    lengths = np.concatenate([rng.integers(0, 2 * mean_len[k] + 1, size=batch_size) for k in keys]).astype(np.int64)
+    values = np.concatenate([rng.integers(0, rows[k], size=int(lengths[i * batch_size:(i + 1) * batch_size].sum()))
+                             for i, k in enumerate(keys)]).astype(np.int64)
+    batch = os.path.join(d, "batch")
+    os.mkdir(batch)
+    with open(os.path.join(batch, "keys.txt"), "w") as f:
+        f.write("\n".join(keys) + "\n")
+    np.save(os.path.join(batch, "lengths.npy"), lengths)
+    np.save(os.path.join(batch, "values.npy"), values)
+    grad = os.path.join(d, "grad.npy")
+    np.save(grad, rng.standard_normal((batch_size, 16 + 8)).astype(np.float32))
+    args = ["--tables", tables, "--batch", batch, "--grad", grad, "--optimizer", "adagrad,lr=0.1", "--init-seed", "2"]
+    ref_dir, planned_dir = os.path.join(d, "ref"), os.path.join(d, "planned")
+    r = run("embed", *args, "--out", ref_dir)
+    expect("unsharded embed runs", r.returncode == 0, r.stderr)
+    r = run("embed", *args, "--out", planned_dir, "--planner", "--world-size", "2")
+    expect("embed --planner runs and prints the plan", r.returncode == 0 and "estimated step" in r.stdout,
+           r.stdout + r.stderr)
+    if r.returncode == 0:
+        worst = 0.0
+        for base, _, names in os.walk(ref_dir):
+            for n in names:
+                if n.endswith(".npy"):
+                    rel = os.path.relpath(os.path.join(base, n), ref_dir)
+                    a = np.load(os.path.join(ref_dir, rel)).astype(np.float64)
+                    b = np.load(os.path.join(planned_dir, rel)).astype(np.float64)
+                    worst = max(worst, float(np.max(np.abs(a - b), initial=0)) if a.shape == b.shape else 1e9)
+        expect("embed --planner equals the unsharded run", worst <= 1e-5, f"max |diff| {worst}")
+
+    # train --planner: plans, runs, reports the estimate beside the measurement.
+    r = run("train", "--tables", TABLES, "--pooling-factor", POOLING, "--world-size", "2", "--steps", "3",
+            "--batch", "64", "--planner", "--topology", topo, "--json")
+    try:
+        j = json.loads(r.stdout.strip().splitlines()[-1])
+        expect("train --planner reports its estimate", j.get("planner", {}).get("estimated_step_s", 0) > 0,
+               r.stdout[-400:])
+    except (ValueError, IndexError):
+        expect("train --planner --json", False, r.stdout + r.stderr)
+
+print(f"planner cli: {len(failures)} failed" if failures else "planner cli: all passed")
+sys.exit(1 if failures else 0)

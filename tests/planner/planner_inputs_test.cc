@@ -1,0 +1,290 @@
+// What the planner reads and how it scores: the topology and constraints
+// files (good ones round-trip, bad ones are refused by name), the traffic
+// measured from batches, and the cost model against figures worked out by
+// hand from its documented formulas (docs/planner.md, "Cost model").
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "shardrec/core/planner/cost_model.h"
+#include "shardrec/core/planner/planner_constraints.h"
+#include "shardrec/core/planner/planner_topology.h"
+#include "shardrec/core/planner/table_workload.h"
+
+namespace shardrec {
+namespace {
+
+constexpr const char* kTopology = R"({"format": "shardrec-topology", "version": 1, "ranks_per_host": 4,
+  "memory_bytes_per_rank": 1000000,
+  "kernels": {"cpu": {"forward": {"seconds_per_lookup": 1e-8, "seconds_per_byte": 2e-10},
+                      "backward": {"seconds_per_lookup": 3e-8, "seconds_per_byte": 4e-10}}},
+  "intra_host": {"bytes_per_s": 5e9, "latency_s": 2e-5},
+  "inter_host": {"bytes_per_s": 1e9, "latency_s": 1e-4},
+  "measured": {"by": "hand"}})";
+
+TEST(Topology, ParsesAndRoundTrips) {
+  auto t = ParseTopologyJson(kTopology, "topo.json");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->ranks_per_host, 4);
+  EXPECT_EQ(t->memory_bytes_per_rank, 1000000);
+  ASSERT_EQ(t->kernels.count("cpu"), 1u);
+  EXPECT_DOUBLE_EQ(t->kernels["cpu"].backward.seconds_per_byte, 4e-10);
+  EXPECT_DOUBLE_EQ(t->inter_host.latency_s, 1e-4);
+  auto again = ParseTopologyJson(TopologyToJson(t.value()), "again");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(TopologyToJson(again.value()), TopologyToJson(t.value()));
+  // The built-in figures are themselves a valid file.
+  EXPECT_TRUE(ParseTopologyJson(TopologyToJson(DefaultTopology()), "defaults").ok());
+}
+
+TEST(Topology, RefusesBadFilesByName) {
+  const std::string good = kTopology;
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    s.replace(at, from.size(), to);
+    return ParseTopologyJson(s, "topo.json");
+  };
+  struct Case {
+    std::string from, to, says;
+  };
+  const std::vector<Case> cases = {
+      {"\"version\": 1", "\"version\": 2", "version 2 is newer"},
+      {"\"format\": \"shardrec-topology\"", "\"format\": \"other\"", "\"format\" must be"},
+      {"\"ranks_per_host\": 4", "\"ranks_per_host\": 0", "ranks_per_host"},
+      {"\"ranks_per_host\": 4", "\"ranks_per_hosts\": 4", "unknown key 'ranks_per_hosts'"},
+      {"\"seconds_per_lookup\": 1e-8", "\"seconds_per_lookup\": -1e-8", "seconds_per_lookup\" must be a number >= 0"},
+      {"\"seconds_per_lookup\": 1e-8, \"seconds_per_byte\": 2e-10", "\"seconds_per_lookup\": 0, \"seconds_per_byte\": 0",
+       "takes no time"},
+      {"\"bytes_per_s\": 5e9", "\"bytes_per_s\": 0", "intra_host: \"bytes_per_s\" must be > 0"},
+      {"\"latency_s\": 1e-4", "\"latency_s\": \"fast\"", "inter_host: \"latency_s\" must be a number"},
+      {"\"memory_bytes_per_rank\": 1000000", "\"memory_bytes_per_rank\": -5", "memory_bytes_per_rank"},
+      {"\"inter_host\"", "\"other_host\"", "unknown key 'other_host'"},
+  };
+  for (const Case& c : cases) {
+    auto t = with(c.from, c.to);
+    ASSERT_FALSE(t.ok()) << c.to;
+    EXPECT_NE(t.status().message().find(c.says), std::string::npos) << t.status().message();
+    EXPECT_NE(t.status().message().find("topo.json"), std::string::npos) << t.status().message();
+  }
+  EXPECT_FALSE(ParseTopologyJson("{", "x").ok());
+  EXPECT_FALSE(ParseTopologyJson("[]", "x").ok());
+  auto no_kernels = ParseTopologyJson(R"({"kernels": {}, "intra_host": {"bytes_per_s": 1, "latency_s": 0},
+      "inter_host": {"bytes_per_s": 1, "latency_s": 0}})", "x");
+  ASSERT_FALSE(no_kernels.ok());
+  EXPECT_NE(no_kernels.status().message().find("at least one kernel"), std::string::npos);
+  auto missing = LoadTopologyFile("/nonexistent/topo.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/topo.json"), std::string::npos);
+}
+
+TEST(Constraints, ParsesEveryKey) {
+  auto c = ParseConstraintsJson(R"({"constraints": {
+      "a": {"sharding_types": ["row_wise", "table_wise"], "compute_kernels": ["cpu"], "ranks": [3, 1]},
+      "b": {"sharder_options": {"block_cols": "8", "n": 2}}}})", "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->size(), 2u);
+  EXPECT_EQ(c->at("a").sharding_types, (std::vector<std::string>{"row_wise", "table_wise"}));
+  EXPECT_EQ(c->at("a").compute_kernels, (std::vector<std::string>{"cpu"}));
+  EXPECT_EQ(c->at("a").ranks, (std::vector<int>{3, 1}));
+  ASSERT_EQ(c->at("b").sharder_options.size(), 2u);
+  EXPECT_EQ(c->at("b").sharder_options[0], (std::pair<std::string, std::string>{"block_cols", "8"}));
+  EXPECT_EQ(c->at("b").sharder_options[1].second, "2");
+}
+
+TEST(Constraints, RefusesBadFilesByName) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"plan": {}})", "expected {\"constraints\""},
+      {R"({"constraints": {"a": {"ranks": []}}})", "table 'a': \"ranks\" must be a non-empty list"},
+      {R"({"constraints": {"a": {"ranks": [1, 1]}}})", "lists rank 1 twice"},
+      {R"({"constraints": {"a": {"ranks": [-1]}}})", "table 'a': \"ranks\" entry"},
+      {R"({"constraints": {"a": {"ranks": [1.5]}}})", "table 'a': \"ranks\" entry"},
+      {R"({"constraints": {"a": {"sharding_types": []}}})", "is empty: leave it out"},
+      {R"({"constraints": {"a": {"sharding_types": [""]}}})", "non-empty name"},
+      {R"({"constraints": {"a": {"compute_kernels": "cpu"}}})", "must be a list of names"},
+      {R"({"constraints": {"a": {"shard_types": ["row_wise"]}}})", "unknown or mistyped key 'shard_types'"},
+      {R"({"constraints": {"a": {"sharder_options": "x"}}})", "unknown or mistyped key 'sharder_options'"},
+      {R"({"constraints": {"a": 3}})", "table 'a': expected an object"},
+      {"not json", "not valid JSON"},
+  };
+  for (const auto& [text, says] : cases) {
+    auto c = ParseConstraintsJson(text, "c.json");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.status().message().find(says), std::string::npos) << text << " -> " << c.status().message();
+    EXPECT_EQ(c.status().message().rfind("c.json", 0), 0u) << c.status().message();
+  }
+}
+
+TEST(Workload, MeasuredFromBatches) {
+  EmbeddingTableConfig a, b, unused;
+  a.name = "a";
+  a.num_embeddings = 64;
+  a.embedding_dim = 4;
+  a.feature_names = {"f0", "f1"};
+  b = a;
+  b.name = "b";
+  b.num_embeddings = 1000;
+  b.feature_names = {"g"};
+  unused = a;
+  unused.name = "unused";
+  unused.feature_names = {"u0", "u1"};
+  // Two samples. a: f0 [0, 0], [63]; f1 [], [1]: 4 ids over 2 samples.
+  // b: g [999], [] plus an id outside the table (ignored). "x" is no table's.
+  auto kjt = KeyedJaggedTensor::FromLengths({"f0", "f1", "g", "x"}, {0, 0, 63, 1, 999, 5000, 7},
+                                            {2, 1, 0, 1, 2, 0, 1, 0});
+  ASSERT_TRUE(kjt.ok()) << kjt.status().ToString();
+  auto w = MeasureWorkload({a, b, unused}, {kjt.value(), kjt.value()}, 3);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_DOUBLE_EQ(w[0].pooling_factor, 2.0);
+  ASSERT_EQ(w[0].row_histogram.size(), size_t{kRowHistogramBuckets});
+  EXPECT_DOUBLE_EQ(w[0].row_histogram[0], 0.5);   // ids 0, 0
+  EXPECT_DOUBLE_EQ(w[0].row_histogram[1], 0.25);  // id 1
+  EXPECT_DOUBLE_EQ(w[0].row_histogram[63], 0.25);
+  EXPECT_DOUBLE_EQ(w[0].ShareOfRows(0, 32, 64), 0.75);
+  EXPECT_DOUBLE_EQ(w[0].Skew(), 0.5 * kRowHistogramBuckets);
+  EXPECT_DOUBLE_EQ(w[1].pooling_factor, 0.5);  // the out-of-range id is not counted
+  EXPECT_DOUBLE_EQ(w[1].row_histogram[63], 1.0);
+  // Not in any batch: the fallback per feature, uniform rows.
+  EXPECT_DOUBLE_EQ(w[2].pooling_factor, 6.0);
+  EXPECT_TRUE(w[2].row_histogram.empty());
+  EXPECT_DOUBLE_EQ(w[2].ShareOfRows(10, 16, 64), 0.25);
+  EXPECT_DOUBLE_EQ(w[2].Skew(), 1.0);
+}
+
+TEST(Workload, HugeTablesDoNotOverflowTheHistogram) {
+  EmbeddingTableConfig t;
+  t.name = "huge";
+  t.num_embeddings = int64_t{1} << 62;
+  t.embedding_dim = 4;
+  t.feature_names = {"f"};
+  auto kjt = KeyedJaggedTensor::FromLengths({"f"}, {(int64_t{1} << 62) - 1, 0}, {2});
+  ASSERT_TRUE(kjt.ok());
+  auto w = MeasureWorkload({t}, {kjt.value()});
+  EXPECT_DOUBLE_EQ(w[0].row_histogram[63], 0.5);
+  EXPECT_DOUBLE_EQ(w[0].row_histogram[0], 0.5);
+}
+
+// The documented formulas, worked by hand: 2 ranks on one host, batch 10 per
+// rank, a 4-column fp32 table with 3 ids per sample.
+class Model : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    topo_.kernels["k"] = KernelCost{{1e-8, 0}, {2e-8, 0}};
+    topo_.intra_host = {1e9, 1e-4};
+    topo_.inter_host = {1e8, 1e-3};
+  }
+  static sr_shard Shard(int64_t rows, int64_t row_offset, int64_t cols, int rank) {
+    sr_shard s{};
+    s.num_rows = rows;
+    s.row_offset = row_offset;
+    s.num_cols = cols;
+    s.rank = rank;
+    return s;
+  }
+  PlannerTopology topo_;
+};
+
+TEST_F(Model, TableWiseByHand) {
+  CostModel m(topo_, 2, 2, 10);
+  const TableEffect e = m.Effect(topo_.kernels["k"], 4, 4, 3, {Shard(100, 0, 4, 0)}, {1.0}, {1600}, false);
+  std::vector<RankLoad> loads(2);
+  m.Apply(e, loads);
+  // Lookups: 10 samples x 2 ranks x 3 ids = 60; forward 1e-8 + backward 2e-8 each.
+  EXPECT_NEAR(loads[0].compute_s, 60 * 3e-8, 1e-15);
+  EXPECT_EQ(loads[0].bytes, 1600);
+  // Rank 0 sends rank 1's pooled rows (10 x 4 floats = 160 B) and receives
+  // its ids (10 x 3 x 8), lengths (10 x 4) and gradients (160): 440 B.
+  EXPECT_DOUBLE_EQ(loads[0].send_intra, 160);
+  EXPECT_DOUBLE_EQ(loads[0].recv_intra, 440);
+  EXPECT_DOUBLE_EQ(loads[1].send_intra, 440);
+  EXPECT_DOUBLE_EQ(loads[1].recv_intra, 160);
+  EXPECT_EQ(loads[1].compute_s, 0);
+  EXPECT_NEAR(m.RankSeconds(loads[0]), 1.8e-6 + 440 / 1e9, 1e-15);
+  EXPECT_NEAR(m.RankSeconds(loads[1]), 440 / 1e9, 1e-15);
+  EXPECT_DOUBLE_EQ(m.LatencySeconds(true, false), 4e-4);
+  EXPECT_DOUBLE_EQ(m.LatencySeconds(true, true), 7e-4);
+  // Removing it leaves nothing behind.
+  m.Apply(e, loads, -1);
+  for (const RankLoad& l : loads) {
+    EXPECT_NEAR(l.compute_s, 0, 1e-18);
+    EXPECT_NEAR(l.send_intra + l.recv_intra, 0, 1e-9);
+    EXPECT_EQ(l.bytes, 0);
+  }
+}
+
+TEST_F(Model, RowSharesAndReplicasByHand) {
+  CostModel m(topo_, 2, 2, 10);
+  // Two row blocks, 3/4 of the lookups on rank 0's.
+  const TableEffect rw = m.Effect(topo_.kernels["k"], 4, 4, 3, {Shard(50, 0, 4, 0), Shard(50, 50, 4, 1)},
+                                  {0.75, 0.25}, {800, 800}, false);
+  std::vector<RankLoad> loads(2);
+  m.Apply(rw, loads);
+  EXPECT_NEAR(loads[0].compute_s, 45 * 3e-8, 1e-15);
+  EXPECT_NEAR(loads[1].compute_s, 15 * 3e-8, 1e-15);
+  // Rank 0 receives rank 1's ids for its rows (10 x 3 x 0.75 x 8 = 180),
+  // lengths (40) and gradients (160), and rank 1's shard's pooled rows (160).
+  EXPECT_DOUBLE_EQ(loads[0].recv_intra, 180 + 40 + 160 + 160);
+  EXPECT_DOUBLE_EQ(loads[1].recv_intra, 60 + 40 + 160 + 160);
+  // A replica: forward on its own 30 ids, backward on all 60, and an
+  // exchange of gradients, ids and lengths (160 + 240 + 40) each way.
+  const TableEffect dp = m.Effect(topo_.kernels["k"], 4, 4, 3, {Shard(100, 0, 4, 0), Shard(100, 0, 4, 1)}, {1, 1},
+                                  {1600, 1600}, true);
+  std::vector<RankLoad> rep(2);
+  m.Apply(dp, rep);
+  for (const RankLoad& l : rep) {
+    EXPECT_NEAR(l.compute_s, 30 * 1e-8 + 60 * 2e-8, 1e-15);
+    EXPECT_DOUBLE_EQ(l.send_intra, 440);
+    EXPECT_DOUBLE_EQ(l.recv_intra, 440);
+    EXPECT_EQ(l.bytes, 1600);
+  }
+}
+
+TEST_F(Model, HostsSplitIntraAndInter) {
+  // 4 ranks, 2 per host: a table on rank 0 talks to rank 1 inside its host
+  // and to ranks 2 and 3 across.
+  CostModel m(topo_, 4, 2, 10);
+  EXPECT_EQ(m.hosts(), 2);
+  const TableEffect e = m.Effect(topo_.kernels["k"], 4, 4, 3, {Shard(100, 0, 4, 0)}, {1.0}, {1600}, false);
+  std::vector<RankLoad> loads(4);
+  m.Apply(e, loads);
+  EXPECT_DOUBLE_EQ(loads[0].recv_intra, 440);
+  EXPECT_DOUBLE_EQ(loads[0].recv_inter, 2 * 440);
+  EXPECT_DOUBLE_EQ(loads[1].send_intra, 440);
+  EXPECT_DOUBLE_EQ(loads[1].send_inter, 0);
+  EXPECT_DOUBLE_EQ(loads[2].send_inter, 440);
+  EXPECT_DOUBLE_EQ(loads[2].recv_inter, 160);
+  EXPECT_NEAR(m.RankSeconds(loads[0]), 120 * 3e-8 + 440 / 1e9 + 880 / 1e8, 1e-12);
+  EXPECT_DOUBLE_EQ(m.LatencySeconds(true, false), 4e-3);  // across hosts: the inter-host latency
+  EXPECT_EQ(CostModel(topo_, 1, 1, 10).LatencySeconds(true, true), 0);
+}
+
+TEST_F(Model, RanksThatShareCoresAreBoundByTheHost) {
+  // 4 ranks on one host of 2 cores: the step is the slowest rank, or the
+  // host's summed rank time over its cores when that is longer.
+  topo_.cores_per_host = 2;
+  CostModel m(topo_, 4, 4, 10);
+  EXPECT_TRUE(m.SharesCores());
+  std::vector<RankLoad> lopsided(4), even(4);
+  lopsided[0].compute_s = 3;
+  lopsided[1].compute_s = 1;
+  for (RankLoad& l : even) l.compute_s = 1;
+  EXPECT_DOUBLE_EQ(m.StepSeconds(lopsided, 0.5), 3.5);
+  EXPECT_DOUBLE_EQ(m.StepSeconds(even, 0.5), 2.5);  // 4 s of work on 2 cores
+  topo_.cores_per_host = 4;
+  EXPECT_FALSE(CostModel(topo_, 4, 4, 10).SharesCores());
+  EXPECT_DOUBLE_EQ(CostModel(topo_, 4, 4, 10).StepSeconds(even, 0.5), 1.5);
+  // The file carries it.
+  auto t = ParseTopologyJson(R"({"cores_per_host": 2, "kernels": {"cpu": {"forward": {"seconds_per_lookup": 1e-8,
+      "seconds_per_byte": 0}, "backward": {"seconds_per_lookup": 1e-8, "seconds_per_byte": 0}}},
+      "intra_host": {"bytes_per_s": 1, "latency_s": 0}, "inter_host": {"bytes_per_s": 1, "latency_s": 0}})", "t");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->cores_per_host, 2);
+  EXPECT_NE(TopologyToJson(t.value()).find("\"cores_per_host\": 2"), std::string::npos);
+  EXPECT_FALSE(ParseTopologyJson(R"({"cores_per_host": 0})", "t").ok());
+}
+
+}  // namespace
+}  // namespace shardrec
