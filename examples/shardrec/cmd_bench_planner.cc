@@ -254,7 +254,7 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
     }
   } remove_at_exit{dir};
   std::vector<double> all_est, all_meas;
-  nlohmann::json rows = nlohmann::json::array();
+  nlohmann::json rows = nlohmann::json::array(), verdicts = nlohmann::json::array();
   for (const std::string& comm : [&] {
          std::vector<std::string> v;
          std::stringstream ss(comms);
@@ -369,10 +369,38 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
       }
       std::cout << fmt::format("  correlation of estimated and measured step over {} plans: {:.3f}\n", est.size(),
                                Pearson(est, meas));
+      // The verdict, against the rounds' spread: a win only when every
+      // round of the planner beat every round of the other plan.
+      const auto planner_run = std::find_if(runs.begin(), runs.end(), [](const Run& r) { return r.name == "planner"; });
+      if (planner_run != runs.end() && !planner_run->rates.empty()) {
+        int faster = 0, slower = 0, within = 0;
+        std::string ties, losses;
+        for (const Run& r : runs) {
+          if (&r == &*planner_run || r.rates.empty()) continue;
+          if (planner_run->rates.front() > r.rates.back()) {
+            ++faster;
+          } else if (planner_run->rates.back() < r.rates.front()) {
+            ++slower;
+            losses += (losses.empty() ? "" : ", ") + r.name;
+          } else {
+            ++within;
+            ties += (ties.empty() ? "" : ", ") + r.name;
+          }
+        }
+        std::cout << fmt::format("  planner against the {} other plans: faster in every round than {}, within the "
+                                 "rounds' spread of {}{}, slower in every round than {}{}\n",
+                                 faster + within + slower, faster, within, ties.empty() ? "" : " (" + ties + ")", slower,
+                                 losses.empty() ? "" : " (" + losses + ")");
+        verdicts.push_back({{"comm", comm}, {"world_size", n}, {"faster", faster}, {"within_spread", within},
+                            {"slower", slower}});
+      }
     }
   }
   std::cout << fmt::format("correlation over all {} runs: {:.3f}\n", all_est.size(), Pearson(all_est, all_meas));
-  if (g.json) std::cout << nlohmann::json{{"runs", rows}, {"correlation", Pearson(all_est, all_meas)}}.dump() << "\n";
+  if (g.json) {
+    std::cout << nlohmann::json{{"runs", rows}, {"verdicts", verdicts}, {"correlation", Pearson(all_est, all_meas)}}.dump()
+              << "\n";
+  }
   return kExitOk;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <sstream>
 
@@ -120,7 +121,20 @@ StatusOr<SyntheticData> SyntheticData::Create(std::vector<EmbeddingTableConfig> 
         cdf[static_cast<size_t>(k)] = sum;
       }
       for (double& c : cdf) c /= sum;
+      // The guide table, by one merge over the cdf (spaces past 2^32 rows
+      // keep the binary search: no table that size is drawn from here).
+      std::vector<uint32_t> guide;
+      if (space <= int64_t{UINT32_MAX}) {
+        guide.resize(static_cast<size_t>(space));
+        size_t k = 0;
+        for (size_t j = 0; j < guide.size(); ++j) {
+          const double at = static_cast<double>(j) / static_cast<double>(space);
+          while (k + 1 < cdf.size() && cdf[k] < at) ++k;
+          guide[j] = static_cast<uint32_t>(k);
+        }
+      }
       d.cdf_.push_back(std::move(cdf));
+      d.guide_.push_back(std::move(guide));
     }
     return d;
   }
@@ -161,9 +175,7 @@ KeyedJaggedTensor SyntheticData::Samples(int64_t step, int64_t first, int64_t co
       for (int64_t i = 0; i < n; ++i) {
         int64_t id;
         if (zipf_alpha_ > 0) {
-          const auto& cdf = cdf_[static_cast<size_t>(feature_table_[f])];
-          id = std::lower_bound(cdf.begin(), cdf.end(), unit(rng)) - cdf.begin();
-          id = std::min<int64_t>(id, space - 1);
+          id = std::min<int64_t>(ZipfId(t, unit(rng)), space - 1);
         } else {
           id = static_cast<int64_t>(rng() % static_cast<uint64_t>(space));
         }
@@ -177,6 +189,21 @@ KeyedJaggedTensor SyntheticData::Samples(int64_t step, int64_t first, int64_t co
   std::optional<std::vector<float>> w;
   if (weighted) w = std::move(weights);
   return KeyedJaggedTensor::FromLengths(features_, std::move(values), std::move(lengths), std::move(w)).value();
+}
+
+// The first k with cdf[k] >= u: what std::lower_bound over the cdf returns,
+// found from the guide table's start in about one step. The start is moved
+// back as well as forward, so the answer is exact whatever j / m rounds to.
+int64_t SyntheticData::ZipfId(size_t table, double u) const {
+  const std::vector<double>& cdf = cdf_[table];
+  const std::vector<uint32_t>& guide = guide_[table];
+  if (guide.empty()) return std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin();
+  const auto m = static_cast<double>(guide.size());
+  const size_t j = std::min(static_cast<size_t>(u * m), guide.size() - 1);
+  size_t k = guide[j];
+  while (k > 0 && cdf[k - 1] >= u) --k;
+  while (k < cdf.size() && cdf[k] < u) ++k;
+  return static_cast<int64_t>(k);
 }
 
 KeyedJaggedTensor SyntheticData::GlobalBatch(int world, int64_t step, int64_t batch) const {

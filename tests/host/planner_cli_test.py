@@ -171,5 +171,35 @@ with tempfile.TemporaryDirectory() as d:
     except (ValueError, IndexError):
         expect("train --planner --json", False, r.stdout + r.stderr)
 
+    # bench planner: the speed mode at a small size, and --train end to end
+    # (topology measured, every plan trained), drawn by scripts/plot_planner.py.
+    r = run("bench", "planner", "--tables-count", "50", "--world-size", "8", "--hosts", "2", "--reps", "1", "--json")
+    try:
+        j = json.loads(r.stdout.strip().splitlines()[-1])
+        expect("bench planner times a plan", j.get("seconds_median", -1) >= 0 and j.get("limit_s") == 1.0, r.stdout)
+    except (ValueError, IndexError):
+        expect("bench planner --json", False, r.stdout + r.stderr)
+    r = run("bench", "planner", "--train", "--comms", "local", "--world-sizes", "2", "--reps", "1", "--steps", "6",
+            "--batch", "32", "--skew-tables", "1x5000x16,2x500x8,4x100x8", "--skew-pooling", "1,10,10,2", "--json",
+            timeout=400)
+    bench_json = os.path.join(d, "bench.json")
+    try:
+        j = json.loads(r.stdout.strip().splitlines()[-1])
+        plans = {x["plan"] for x in j["runs"]}
+        expect("bench planner --train trains every plan", {"planner", "balanced table_wise", "row_wise",
+                                                           "data_parallel"} <= plans and len(j["verdicts"]) == 1,
+               r.stdout[-1500:])
+        with open(bench_json, "w") as f:
+            f.write(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError, KeyError):
+        expect("bench planner --train --json", False, r.stdout[-1500:] + r.stderr)
+    png = os.path.join(d, "planner.png")
+    plot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "plot_planner.py")
+    if os.path.exists(bench_json):
+        p = subprocess.run([sys.executable, plot, bench_json, "-o", png], capture_output=True, text=True, timeout=120)
+        expect("plot_planner draws it", p.returncode == 0 and os.path.getsize(png) > 1000, p.stdout + p.stderr)
+    p = subprocess.run([sys.executable, plot, tables, "-o", png], capture_output=True, text=True, timeout=120)
+    expect("plot_planner refuses other JSON by name", p.returncode != 0 and "t.json" in p.stderr, p.stderr)
+
 print(f"planner cli: {len(failures)} failed" if failures else "planner cli: all passed")
 sys.exit(1 if failures else 0)

@@ -627,7 +627,10 @@ void Planner::TrySeeds() {
     seeds.emplace_back(sharders_.names[s], false);
     if (sharders_.relocate[s] != Relocate::kFixed) seeds.emplace_back(sharders_.names[s], true);
   }
-  for (const auto& [name, spread] : seeds) {
+  for (const auto& seed : seeds) {
+    // Named copies, not a structured binding: clang 14 cannot capture one.
+    const std::string& name = seed.first;
+    const bool spread = seed.second;
     for (size_t t = 0; t < tables_.size(); ++t) {
       if (tables_[t].placed) Remove(t);
     }
