@@ -4,6 +4,8 @@
 //               widths (16 and 128 columns), with the threads one rank gets
 //               (cores / ranks): a per-lookup and a per-byte cost fitted
 //               through the two points;
+//   input_dist  the input dist's host work per id (route, pack, unpack) on a
+//               one-rank group (input_dist_bench.h);
 //   intra_host  an all-to-all over --comm among --world-size ranks of this
 //               host: bytes each rank sends to the others per second at
 //               --bytes, and the median time of an 8-byte one (latency);
@@ -24,6 +26,7 @@
 #include "comm_bench.h"
 #include "comm_job.h"
 #include "commands.h"
+#include "input_dist_bench.h"
 #include "kernel_bench.h"
 #include "shardrec/core/modules/optimizer_spec.h"
 #include "shardrec/core/planner/planner_topology.h"
@@ -56,8 +59,9 @@ int RunBenchTopology(const std::vector<std::string>& args) {
   if (!Parse("bench topology", args, desc, nullptr, &vm, &code,
              "\n\nMeasures what the planner's cost model needs on this machine: each kernel's time per\n"
              "lookup and per byte (forward, and backward with --optimizer), with one rank's share of\n"
-             "the cores, and an all-to-all's bandwidth and latency among --world-size ranks over\n"
-             "--comm. Run it with the comm and ranks per host you will train with.\n\n"
+             "the cores, the input dist's host work per id, and an all-to-all's bandwidth and latency\n"
+             "among --world-size ranks over --comm. Run it with the comm and ranks per host you will\n"
+             "train with.\n\n"
              "examples:\n"
              "  shardrec bench topology --comm gloo --world-size 2 -o topo.json\n"
              "  shardrec plan --tables tables.json --world-size 2 --topology topo.json --explain")) {
@@ -81,7 +85,7 @@ int RunBenchTopology(const std::vector<std::string>& args) {
     topo.memory_bytes_per_rank = b.value();
   }
   HostSession session;
-  if (!OpenSession("bench topology", g, {SR_KIND_KERNEL, SR_KIND_COMM}, &session)) return kExitUsage;
+  if (!OpenSession("bench topology", g, {SR_KIND_KERNEL, SR_KIND_COMM, SR_KIND_SHARDER}, &session)) return kExitUsage;
   const int ranks = std::max(comm.world_size, 1);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::max(1, cores / ranks);
@@ -102,8 +106,21 @@ int RunBenchTopology(const std::vector<std::string>& args) {
     auto parsed = ParseTopologyJson(given, kHandOver);
     if (!parsed.ok()) return fail(parsed.status().message(), kExitFailure);
     topo.kernels = parsed->kernels;
-    measured["kernels"] = nlohmann::json::parse(parsed->measured);
+    topo.input_dist_seconds_per_id = parsed->input_dist_seconds_per_id;
+    const auto handed = nlohmann::json::parse(parsed->measured);
+    measured["kernels"] = handed.at("kernels");
+    measured["input_dist"] = handed.at("input_dist");
     kernels.clear();
+  } else {
+    if (!g.json) std::cerr << "[bench topology] input dist: host work per id...\n";
+    bench::InputDistBenchConfig ic;
+    ic.min_time = min_time;
+    auto r = bench::RunInputDistBench(session.registry, ic);
+    if (!r.ok()) return fail("input dist: " + r.status().message(), kExitFailure);
+    topo.input_dist_seconds_per_id = r->seconds_per_id;
+    measured["input_dist"] = {{"seconds_per_id", r->seconds_per_id}, {"best_seconds_per_id", r->best_seconds_per_id},
+                              {"ids_per_batch", r->ids},
+                              {"how", "route + KJT all-to-all of one table's batch on a one-rank local group"}};
   }
   for (const std::string& name : kernels) {
     auto ref = session.registry.Find(SR_KIND_KERNEL, name);
@@ -153,7 +170,7 @@ int RunBenchTopology(const std::vector<std::string>& args) {
   {
     PlannerTopology hand = topo;
     hand.intra_host = DefaultTopology().intra_host;
-    hand.measured = measured["kernels"].dump();
+    hand.measured = nlohmann::json{{"kernels", measured["kernels"]}, {"input_dist", measured["input_dist"]}}.dump();
     ::setenv(kHandOver, TopologyToJson(hand).c_str(), 1);
   }
   if (ranks == 1) {

@@ -242,6 +242,45 @@ TEST_F(Model, RowSharesAndReplicasByHand) {
   }
 }
 
+TEST_F(Model, InputDistWorkPerIdByHand) {
+  // 1 ns per id sent and received, half on each side.
+  topo_.input_dist_seconds_per_id = 1e-9;
+  CostModel m(topo_, 2, 2, 10);
+  // Table-wise on rank 0: every rank routes its 30 ids (15 ns), rank 0
+  // unpacks all 60 (30 ns) beside its 60 lookups.
+  const TableEffect tw = m.Effect(topo_.kernels["k"], 4, 4, 3, {Shard(100, 0, 4, 0)}, {1.0}, {1600}, false);
+  std::vector<RankLoad> loads(2);
+  m.Apply(tw, loads);
+  EXPECT_NEAR(loads[0].compute_s, 60 * 3e-8 + 15e-9 + 30e-9, 1e-15);
+  EXPECT_NEAR(loads[1].compute_s, 15e-9, 1e-15);
+  m.Apply(tw, loads, -1);
+  EXPECT_NEAR(loads[0].compute_s, 0, 1e-18);
+  EXPECT_NEAR(loads[1].compute_s, 0, 1e-18);
+  // A replica sends its 30 ids to both ranks and unpacks all 60: 60 ns.
+  const TableEffect dp = m.Effect(topo_.kernels["k"], 4, 4, 3, {Shard(100, 0, 4, 0), Shard(100, 0, 4, 1)}, {1, 1},
+                                  {1600, 1600}, true);
+  std::vector<RankLoad> rep(2);
+  m.Apply(dp, rep);
+  for (const RankLoad& l : rep) EXPECT_NEAR(l.compute_s, 30 * 1e-8 + 60 * 2e-8 + 60e-9, 1e-15);
+  // The file carries it; bad figures are refused by name.
+  const std::string base = R"({"kernels": {"cpu": {"forward": {"seconds_per_lookup": 1e-8, "seconds_per_byte": 0},
+      "backward": {"seconds_per_lookup": 1e-8, "seconds_per_byte": 0}}},
+      "intra_host": {"bytes_per_s": 1, "latency_s": 0}, "inter_host": {"bytes_per_s": 1, "latency_s": 0})";
+  auto t = ParseTopologyJson(base + R"(, "input_dist": {"seconds_per_id": 2e-8}})", "t");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_DOUBLE_EQ(t->input_dist_seconds_per_id, 2e-8);
+  auto again = ParseTopologyJson(TopologyToJson(t.value()), "again");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_DOUBLE_EQ(again->input_dist_seconds_per_id, 2e-8);
+  EXPECT_EQ(ParseTopologyJson(base + "}", "t")->input_dist_seconds_per_id, 0);
+  auto negative = ParseTopologyJson(base + R"(, "input_dist": {"seconds_per_id": -1}})", "t");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("input_dist"), std::string::npos) << negative.status().ToString();
+  auto unknown = ParseTopologyJson(base + R"(, "input_dist": {"seconds_per_ids": 1e-8}})", "t");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("seconds_per_ids"), std::string::npos) << unknown.status().ToString();
+}
+
 TEST_F(Model, HostsSplitIntraAndInter) {
   // 4 ranks, 2 per host: a table on rank 0 talks to rank 1 inside its host
   // and to ranks 2 and 3 across.

@@ -271,6 +271,9 @@ TEST_F(Planning, UsesTheSharderCostEntry) {
   // rows held over rows); row_cyclic's estimate_cost sums the histogram.
   PlannerRequest req;
   req.world_size = 2;
+  // The lookups alone: without the input dist's per-id work, which every
+  // rank pays for routing its ids whatever the blocks hold.
+  req.topology.input_dist_seconds_per_id = 0;
   req.tables = {Table("t", 8, 16)};
   TableWorkload w = Pooling(10);
   w.row_histogram.assign(kRowHistogramBuckets, 0);

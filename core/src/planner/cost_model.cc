@@ -34,19 +34,25 @@ TableEffect CostModel::Effect(const KernelCost& kernel, int64_t cols, int64_t el
                               const std::vector<int64_t>& shard_bytes, bool replicated) const {
   const double B = static_cast<double>(batch_), W = static_cast<double>(world_), P = pooling_factor;
   constexpr double kIdBytes = 8, kLengthBytes = 4, kFloatBytes = 4;
+  // The input dist's host work per id, half where an id is sent, half where
+  // it is received (the topology measures one id sent and received).
+  const double half_id_s = topology_.input_dist_seconds_per_id / 2;
   TableEffect e;
   e.replicated = replicated;
   if (replicated) {
     // Forward on the rank's own samples; backward applies every rank's
-    // gradients to every replica, after an all-gather of gradients and ids.
+    // gradients to every replica, after an all-gather of gradients and ids
+    // (the rank's ids go to every rank, every rank's come back).
     const double row_bytes = static_cast<double>(cols * elem_bytes);
-    e.replica.compute_s = kernel.forward.Seconds(B * P, row_bytes) + kernel.backward.Seconds(B * W * P, row_bytes);
+    e.replica.compute_s = kernel.forward.Seconds(B * P, row_bytes) + kernel.backward.Seconds(B * W * P, row_bytes) +
+                          2 * half_id_s * B * W * P;
     e.replica.bytes = shard_bytes.empty() ? 0 : shard_bytes[0];
     const double exchanged = B * static_cast<double>(cols) * kFloatBytes + B * P * kIdBytes + B * kLengthBytes;
     e.replica.to_peer = exchanged;
     e.replica.from_peer = exchanged;
     return e;
   }
+  e.every_rank_s = half_id_s * B * P;  // each rank routes its samples' ids
   e.shards.reserve(shards.size());
   for (size_t i = 0; i < shards.size(); ++i) {
     const sr_shard& s = shards[i];
@@ -56,7 +62,8 @@ TableEffect CostModel::Effect(const KernelCost& kernel, int64_t cols, int64_t el
     const double row_bytes = static_cast<double>(s.num_cols * elem_bytes);
     ShardTerm t;
     t.rank = s.rank;
-    t.compute_s = kernel.forward.Seconds(lookups, row_bytes) + kernel.backward.Seconds(lookups, row_bytes);
+    t.compute_s = kernel.forward.Seconds(lookups, row_bytes) + kernel.backward.Seconds(lookups, row_bytes) +
+                  half_id_s * lookups;  // and unpacks the ids of its rows
     t.bytes = shard_bytes[i];
     // To each peer: that peer's samples' pooled columns (forward). From each
     // peer: its ids of this shard's rows with their lengths (input dist) and
@@ -114,6 +121,7 @@ void CostModel::Visit(const TableEffect& effect, const std::vector<RankLoad>& lo
     const size_t h = static_cast<size_t>(HostOf(q)), r = static_cast<size_t>(q);
     RankLoad l = loads[r];
     l += own_load[r];
+    l.compute_s += effect.every_rank_s;
     l.recv_intra += host_to[h] - own_to[r];
     l.send_intra += host_from[h] - own_from[r];
     l.recv_inter += all_to - host_to[h];

@@ -78,6 +78,8 @@ PlannerTopology DefaultTopology() {
   t.kernels["cpu"] = KernelCost{{5e-9, 5.5e-11}, {2e-8, 2.8e-10}};
   t.intra_host = {1.6e9, 1e-4};
   t.inter_host = {1.25e9, 2e-4};  // a 10 Gb/s network
+  // `bench topology`'s input-dist figure here (2026-11-25): 9 ns an id.
+  t.input_dist_seconds_per_id = 9e-9;
   return t;
 }
 
@@ -90,7 +92,7 @@ StatusOr<PlannerTopology> ParseTopologyJson(const std::string& text, const std::
   }
   SR_RETURN_IF_ERROR(OnlyKeys(doc,
                               {"format", "version", "ranks_per_host", "cores_per_host", "memory_bytes_per_rank", "kernels",
-                               "intra_host", "inter_host", "measured"},
+                               "intra_host", "inter_host", "input_dist", "measured"},
                               source));
   if (doc.contains("format") && doc["format"] != kFormat) {
     return InvalidArgumentError(source + ": \"format\" must be \"" + std::string(kFormat) + "\", got " +
@@ -136,6 +138,11 @@ StatusOr<PlannerTopology> ParseTopologyJson(const std::string& text, const std::
   }
   SR_ASSIGN_OR_RETURN(t.intra_host, ParseLink(doc["intra_host"], source + ": intra_host"));
   SR_ASSIGN_OR_RETURN(t.inter_host, ParseLink(doc["inter_host"], source + ": inter_host"));
+  if (doc.contains("input_dist")) {
+    const std::string where = source + ": input_dist";
+    SR_RETURN_IF_ERROR(OnlyKeys(doc["input_dist"], {"seconds_per_id"}, where));
+    SR_ASSIGN_OR_RETURN(t.input_dist_seconds_per_id, NonNegative(doc["input_dist"], "seconds_per_id", where));
+  }
   if (doc.contains("measured")) t.measured = doc["measured"].dump();
   return t;
 }
@@ -160,6 +167,7 @@ std::string TopologyToJson(const PlannerTopology& t) {
   }
   doc["intra_host"] = {{"bytes_per_s", t.intra_host.bytes_per_s}, {"latency_s", t.intra_host.latency_s}};
   doc["inter_host"] = {{"bytes_per_s", t.inter_host.bytes_per_s}, {"latency_s", t.inter_host.latency_s}};
+  if (t.input_dist_seconds_per_id > 0) doc["input_dist"] = {{"seconds_per_id", t.input_dist_seconds_per_id}};
   if (!t.measured.empty()) doc["measured"] = json::parse(t.measured);
   return doc.dump(2);
 }

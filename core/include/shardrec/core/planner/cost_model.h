@@ -2,6 +2,12 @@
 // Per rank it adds up
 //   compute   the kernel's forward and backward + optimizer over the rows
 //             looked up on that rank (KernelSpeed: per lookup + per byte);
+//   input     the input dist's host work per id (topology input_dist: route
+//             and pack on the sending rank, unpack on the receiving one,
+//             half each): every rank routes its own ids of a sharded table;
+//             a shard's rank unpacks the ids of its rows from every rank; a
+//             replica sends its rank's ids to every rank and unpacks every
+//             rank's, so a hot replicated table costs each rank all its ids;
 //   comm      the bytes the rank sends and receives in the input dist (ids),
 //             the output dist (pooled embeddings) and its backward
 //             (gradients), and for replicas the all-gather of gradients and
@@ -46,6 +52,7 @@ struct ShardTerm {
 // pays (data parallel).
 struct TableEffect {
   std::vector<ShardTerm> shards;
+  double every_rank_s = 0;  // when sharded: what every rank adds (routing its ids)
   bool replicated = false;
   ShardTerm replica;  // when replicated: each rank's (rank unused)
 };

@@ -9,6 +9,7 @@
 //                        "backward": {"seconds_per_lookup": 6e-8, "seconds_per_byte": 4e-10}}},
 //    "intra_host": {"bytes_per_s": 5e9, "latency_s": 2e-5},
 //    "inter_host": {"bytes_per_s": 1.2e9, "latency_s": 1e-4},
+//    "input_dist": {"seconds_per_id": 1e-8},   (optional)
 //    "measured": {...}}   (how and where it was measured; information only)
 // The world size and the number of hosts come from the plan request, so one
 // file serves every world size of the same kind of machine.
@@ -52,6 +53,10 @@ struct PlannerTopology {
   int64_t memory_bytes_per_rank = 0;   // 0: unlimited
   std::map<std::string, KernelCost> kernels;
   LinkCost intra_host, inter_host;
+  // The input dist's host work per id (bucketizing, packing and unpacking
+  // the KJT all-to-all, its bytes on the link aside), one id sent and
+  // received: "input_dist": {"seconds_per_id": ...}. 0: not counted.
+  double input_dist_seconds_per_id = 0;
   std::string measured;                // a JSON object as text ("" : written by hand / defaults)
   std::string source = "built-in defaults";
 };
