@@ -58,7 +58,9 @@ struct TrainFlags {
   uint64_t seed = 0;
   bool verify = false, no_fast_paths = false;
   std::string pipeline = "auto";
-  PipelineMode pipeline_mode = PipelineMode::kSparseDist;
+  PipelineMode pipeline_mode = PipelineMode::kSparseDist;  // when !pipeline_auto
+  bool pipeline_auto = false;
+  std::string comm_name;  // --comm, for auto
   std::string qcomm;  // --qcomm, as given
   double tolerance = 1e-5;
   std::vector<std::string> managed_collision;  // TABLE:SPEC
@@ -103,6 +105,7 @@ struct Diff {
 };
 
 struct RankResult {
+  std::string pipeline_mode;  // the train pipeline this rank ran (--pipeline auto resolved)
   // Every rank's seconds in its timed steps (forward + backward, managed
   // collision's remap included); all ranks start them together.
   std::vector<double> rank_seconds;
@@ -158,6 +161,24 @@ StatusOr<double> MeanOverRanks(const ProcessGroup& group, double value) {
 }
 
 // One rank's job. Errors are returned; rank 0 prints them.
+// --pipeline auto: overlap the input dist where a wire is in between (Gloo
+// over TCP, between hosts, NCCL). Ranks that share this host's memory
+// (threads with `local`, processes with Gloo's shared-memory transport) copy
+// on the cores the step needs: nothing to hide, and the pipeline's thread
+// costs (docs/pipeline.md). Decided per job from where its ranks are.
+PipelineMode PipelineFor(const TrainFlags& f, const ProcessGroup& group, const HostSession& session) {
+  if (!f.pipeline_auto) return f.pipeline_mode;
+  bool shared_memory = f.comm_name == "local";
+  if (f.comm_name == "gloo" && group.local_world_size() == group.world_size()) {
+    // comm.gloo.transport=auto (or shm) takes shared memory on one host.
+    const OptionList gloo = session.plugin_options.For("comm", "gloo");
+    const auto& items = gloo.items();
+    shared_memory = std::none_of(items.begin(), items.end(),
+                                 [](const auto& kv) { return kv.first == "transport" && kv.second == "tcp"; });
+  }
+  return shared_memory ? PipelineMode::kNone : PipelineMode::kSparseDist;
+}
+
 StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& session, const TrainFlags& f,
                                const std::vector<EmbeddingTableConfig>& tables, const SyntheticData& data,
                                const ShardingPlan& plan, const ManagedCollisionConfigs& managed,
@@ -344,7 +365,9 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   // remap included) run on a thread and a group of their own while this
   // batch trains; the numbers are the same either way.
   std::optional<ProcessGroup> dist_group;
-  if (f.pipeline_mode == PipelineMode::kSparseDist) {
+  const PipelineMode pipeline_mode = PipelineFor(f, group, session);
+  result.pipeline_mode = PipelineModeName(pipeline_mode);
+  if (pipeline_mode == PipelineMode::kSparseDist) {
     auto made = group.Duplicate();
     if (!made.ok()) return made.status().WithContext("--pipeline sparse_dist: the input dist's group");
     dist_group.emplace(std::move(made).value());
@@ -363,7 +386,7 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   const bool weighted = model && model->has_position_weights();
   int64_t next_fetch = result.first_step;
   TrainPipelineSparseDist<Fetched, StepDist> pipeline(
-      f.pipeline_mode, dist_group ? &*dist_group : nullptr,
+      pipeline_mode, dist_group ? &*dist_group : nullptr,
       [&]() -> StatusOr<std::optional<Fetched>> {
         if (next_fetch >= f.steps) return std::optional<Fetched>();
         Fetched b;
@@ -685,7 +708,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                         {"lookups_per_s", static_cast<double>(lookups) / r.seconds},
                         {"step_samples_per_s", nlohmann::json::array()},
                         {"seconds_per_rank", r.rank_seconds},
-                        {"pipeline", f.pipeline},
+                        {"pipeline", r.pipeline_mode},
                         {"time_split_s", {{"input_dist", mean.input_dist}, {"lookup", mean.lookup},
                                           {"output_dist", mean.output_dist}, {"backward", mean.backward},
                                           {"other", other}, {"rank_mean", mean_seconds}}},
@@ -770,7 +793,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                      FormatByteSize(bytes_in), FormatByteSize(bytes_out),
                      plan.qcomm.empty() ? ", float32" : ", codecs " + plan.qcomm.ToString());
   out += fmt::format("  pipeline {}: input dist {:.3f} s per rank{}, {:.3f} s exposed, {:.3f} s hidden ({:.0f}%)\n",
-                     f.pipeline, pipe.dist, r.mc_stats.empty() ? "" : " (managed collision's remap included)",
+                     r.pipeline_mode, pipe.dist, r.mc_stats.empty() ? "" : " (managed collision's remap included)",
                      pipe.exposed_dist, dist_hidden, pipe.dist > 0 ? 100.0 * dist_hidden / pipe.dist : 0.0);
   if (!r.dense_times.empty()) {
     out += fmt::format("  dense ({}): forward {:.1f}% ({:.3f} s), backward {:.1f}% ({:.3f} s), all-reduce not hidden by "
@@ -910,9 +933,10 @@ int RunTrain(const std::vector<std::string>& args) {
        "(docs/comm.md)")
       ("pipeline", po::value(&f.pipeline)->default_value(f.pipeline),
        "sparse_dist: the next batch's reading and input dist (managed collision's remap included) run on a thread of "
-       "their own while this batch trains; none: one after another; auto: sparse_dist, except none for --comm "
-       "local (ranks as threads share the cores and have no wire to wait on). The numbers are the same bit for "
-       "bit (docs/pipeline.md)")
+       "their own while this batch trains; none: one after another; auto: none where the ranks share one "
+       "host's memory (--comm local, and gloo on one host, which then exchanges through shared memory: nothing to "
+       "hide, and the thread takes a core), sparse_dist otherwise. The numbers are the same bit for bit "
+       "(docs/pipeline.md)")
       ("verify", po::bool_switch(&f.verify),
        "also run every step unsharded on rank 0 and print the largest |difference| of outputs, weights and "
        "optimizer state (exit 1 when one exceeds --tolerance x max(1, |value|))")
@@ -952,7 +976,7 @@ int RunTrain(const std::vector<std::string>& args) {
              "examples:\n"
              "  shardrec train                                              # the embedded default job\n"
              "  shardrec train --sharder row_wise --world-size 4 --verify   # 4 threads, row-wise, checked\n"
-             "  shardrec train --comm gloo --world-size 2 --ids zipf:1.05   # 2 processes over TCP\n"
+             "  shardrec train --comm gloo --world-size 2 --ids zipf:1.05   # 2 processes (shared memory)\n"
              "  shardrec train --tables 8x1000000x128 --plan plan.json --json\n"
              "  shardrec train --model dlrm --tables 26x20000x64 --sharder row_wise --verify   # a whole DLRM\n"
              "  shardrec train --steps 1000 --checkpoint-dir ckpt --save-every 100 --keep-last 3\n"
@@ -976,17 +1000,15 @@ int RunTrain(const std::vector<std::string>& args) {
     return fail("--save-every and --keep-last need --checkpoint-dir");
   }
   if (f.reset_optimizer && f.resume.empty()) return fail("--reset-optimizer needs --resume");
-  // auto: overlap the input dist where it has a wire to wait on. Ranks as
-  // threads of one process (local) copy between threads on the same cores:
-  // nothing to hide, and the extra thread costs (docs/pipeline.md).
+  // auto is resolved per job once its ranks are placed (PipelineFor).
+  f.comm_name = comm.comm;
   if (f.pipeline == "auto") {
-    f.pipeline_mode = comm.comm == "local" ? PipelineMode::kNone : PipelineMode::kSparseDist;
+    f.pipeline_auto = true;
   } else if (auto mode = ParsePipelineMode(f.pipeline); !mode.ok()) {
     return fail("--pipeline: " + mode.status().message() + " (or auto)");
   } else {
     f.pipeline_mode = mode.value();
   }
-  f.pipeline = PipelineModeName(f.pipeline_mode);
   if (auto chunk = ParseByteSize(f.checkpoint_chunk); !chunk.ok() || chunk.value() <= 0) {
     return fail("--checkpoint-chunk: " + (chunk.ok() ? std::string("must be positive") : chunk.status().message()));
   } else {

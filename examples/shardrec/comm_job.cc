@@ -17,8 +17,8 @@ namespace shardrec::cli {
 void AddCommOptions(po::options_description& desc, CommFlags* f) {
   desc.add_options()
       ("comm", po::value(&f->comm)->default_value(f->comm),
-       "comm backend: local (ranks as threads of this process), gloo (processes and hosts over TCP), nccl (one "
-       "process per GPU), or a plugin's")
+       "comm backend: local (ranks as threads of this process), gloo (processes and hosts over TCP; one host's "
+       "ranks through shared memory), nccl (one process per GPU), or a plugin's")
       ("world-size", po::value(&f->world_size)->default_value(0),
        "ranks to run when no launcher started this process (0: 1, or the launcher's)")
       ("rdzv", po::value(&f->rdzv),

@@ -1,6 +1,8 @@
 // The `gloo` comm backend: processes and hosts over TCP with Debian's Gloo
-// 0.5. Ranks meet through the host's rendezvous store (host_store.h); each
-// collective maps onto one Gloo algorithm:
+// 0.5, or, when every rank is on one host, through a shared-memory segment
+// (shm_group.h: no loopback TCP, no Gloo threads). Ranks meet through the
+// host's rendezvous store (host_store.h); over TCP each collective maps onto
+// one Gloo algorithm:
 //   all_to_all_v      gloo::alltoallv, on bytes
 //   all_gather_v      gloo::allgatherv, on bytes
 //   all_reduce        gloo::allreduce (ring, or bcube with algorithm=bcube)
@@ -21,7 +23,12 @@
 //   algorithm   all_reduce algorithm: ring (default) or bcube
 //   check_args  exchange every collective's arguments first and fail on
 //               ranks that disagree (counts, dtypes, ops); costs one small
-//               all-gather per collective (default false)
+//               all-gather per collective (default false; the shared-memory
+//               transport always checks, at no extra exchange)
+//   transport   auto (default: shm when every rank is on one host, else tcp),
+//               tcp or shm
+//   shm_bytes   the shared-memory transport's data region per rank (default
+//               4 MiB; larger collectives run in rounds of it)
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
@@ -43,6 +50,7 @@
 #include <vector>
 
 #include "host_store.h"
+#include "shm_group.h"
 #include "shardrec/sdk/comm.hpp"
 
 namespace shardrec::gloo_comm {
@@ -54,6 +62,8 @@ using sdk::CollectiveOp;
 struct Settings {
   ::gloo::AllreduceOptions::Algorithm algorithm = ::gloo::AllreduceOptions::Algorithm::RING;
   bool check_args = false;
+  bool shm = false;  // every rank on one host, through shared memory
+  size_t shm_bytes = size_t{4} << 20;
 };
 
 // What a communicator and every communicator split from it share.
@@ -92,10 +102,25 @@ class GlooComm {
     attr.hostname = options.GetString("hostname", one_host && attr.iface.empty() ? "127.0.0.1" : "");
     const std::string algorithm = options.GetString("algorithm", "ring");
     shared->settings.check_args = options.GetBool("check_args", false);
+    const std::string transport = options.GetString("transport", "auto");
+    const int64_t shm_bytes = options.GetInt("shm_bytes", static_cast<int64_t>(shared->settings.shm_bytes));
     options.Finish();
     if (algorithm != "ring" && algorithm != "bcube") {
       throw sdk::InvalidArgument("comm gloo: algorithm must be ring or bcube, got '" + algorithm + "'");
     }
+    if (transport != "auto" && transport != "tcp" && transport != "shm") {
+      throw sdk::InvalidArgument("comm gloo: transport must be auto, tcp or shm, got '" + transport + "'");
+    }
+    if (transport == "shm" && !one_host) {
+      throw sdk::InvalidArgument("comm gloo: transport=shm needs every rank on one host, but this host has " +
+                                 std::to_string(a.local_world_size) + " of " + std::to_string(a.world_size) +
+                                 " ranks; use tcp or auto");
+    }
+    if (shm_bytes < 4096 || shm_bytes > (int64_t{1} << 30)) {
+      throw sdk::InvalidArgument("comm gloo: shm_bytes must be between 4096 and 1 GiB, got " + std::to_string(shm_bytes));
+    }
+    shared->settings.shm = transport == "shm" || (transport == "auto" && one_host);
+    shared->settings.shm_bytes = static_cast<size_t>(shm_bytes);
     if (algorithm == "bcube") shared->settings.algorithm = ::gloo::AllreduceOptions::Algorithm::BCUBE;
     shared->store = sdk::StoreOf(a);
     if (!shared->store.valid()) {
@@ -103,6 +128,10 @@ class GlooComm {
                        "comm gloo needs the host's rendezvous store (a host with plugin ABI 1.1 or newer)");
     }
     shared->timeout_ms = a.timeout_ms;
+    if (shared->settings.shm) {
+      Init(std::move(shared), "gloo/world", a.rank, sdk::IdentityRanks(a.world_size));
+      return;
+    }
     try {
       shared->device = ::gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
@@ -118,6 +147,7 @@ class GlooComm {
 
   ~GlooComm() {
     worker_.reset();  // the running collective ends (or times out) first
+    shm_.reset();     // peers waiting on this rank learn that it left
     monitor_.reset();
   }
 
@@ -140,13 +170,27 @@ class GlooComm {
         [this, seq, split_index, color, key, result] {
           monitor_->Started(seq);
           std::vector<int64_t> mine = {color, key}, all(2 * world_size());
-          Guarded(seq, [&] {
-            ::gloo::AllgatherOptions o(context_);
-            o.setInput(mine.data(), 2);
-            o.setOutput(all.data(), all.size());
-            o.setTag(Tag(seq));
-            ::gloo::allgather(o);
-          });
+          if (shm_) {
+            Collective c;
+            c.op = CollectiveOp::kAllGatherV;
+            c.dtype = DLDataType{kDLInt, 64, 1};
+            c.elem_size = 8;
+            c.send = reinterpret_cast<const char*>(mine.data());
+            c.recv = reinterpret_cast<char*>(all.data());
+            c.send_numel = 2;
+            c.recv_numel = static_cast<int64_t>(all.size());
+            c.recv_counts.assign(world_size(), 2);
+            for (int q = 0; q < world_size(); ++q) c.recv_displs.push_back(2 * q);
+            shm_->Run(c, shared_->timeout_ms, [this, seq] { return monitor_->Blame(seq); });
+          } else {
+            Guarded(seq, [&] {
+              ::gloo::AllgatherOptions o(context_);
+              o.setInput(mine.data(), 2);
+              o.setOutput(all.data(), all.size());
+              o.setTag(Tag(seq));
+              ::gloo::allgather(o);
+            });
+          }
           std::vector<int64_t> colors(world_size()), keys(world_size());
           for (int q = 0; q < world_size(); ++q) {
             colors[q] = all[2 * q];
@@ -169,9 +213,15 @@ class GlooComm {
     rank_ = rank;
     global_ranks_ = std::move(global_ranks);
     monitor_ = std::make_unique<sdk::PeerMonitor>(shared_->store, scope_, rank_, global_ranks_, shared_->timeout_ms);
+    op_timeout_ = OpTimeout();
+    worker_ = std::make_unique<sdk::OrderedWorker>(shared_->timeout_ms);
+    if (shared_->settings.shm) {
+      shm_ = std::make_unique<ShmGroup>(shared_->store, scope_, rank_, global_ranks_, shared_->settings.shm_bytes,
+                                        shared_->timeout_ms, [this] { return monitor_->Blame(0); });
+      return;
+    }
     HostStore store(shared_->store, scope_ + "/mesh", shared_->timeout_ms);
     context_ = std::make_shared<::gloo::rendezvous::Context>(rank_, world_size());
-    op_timeout_ = OpTimeout();
     context_->setTimeout(op_timeout_);
     try {
       context_->connectFullMesh(store, shared_->device);
@@ -182,7 +232,6 @@ class GlooComm {
       throw sdk::Error(SR_UNAVAILABLE, "comm gloo: rank " + std::to_string(global_ranks_[rank_]) +
                                            " could not connect to its peers: " + e.what() + monitor_->Blame(0));
     }
-    worker_ = std::make_unique<sdk::OrderedWorker>(shared_->timeout_ms);
     srcs_.resize(world_size());
   }
 
@@ -233,6 +282,10 @@ class GlooComm {
 
   void Run(int64_t seq, const Collective& c) {
     monitor_->Started(seq);
+    if (shm_) {
+      shm_->Run(c, op_timeout_.count(), [this, seq] { return monitor_->Blame(seq); });
+      return;
+    }
     if (shared_->settings.check_args) CheckArguments(seq, c);
     const auto timeout = op_timeout_;
     const int n = world_size();
@@ -347,6 +400,7 @@ class GlooComm {
   std::vector<int> global_ranks_;
   std::shared_ptr<::gloo::rendezvous::Context> context_;
   std::unique_ptr<sdk::PeerMonitor> monitor_;
+  std::unique_ptr<ShmGroup> shm_;  // the one-host transport; context_ is unused then
   int64_t posted_ = 0, splits_ = 0;
   // Where reduce_scatter_v lands peers' slices; used by the worker only.
   struct Scratch {
@@ -363,16 +417,16 @@ class GlooComm {
   std::unique_ptr<sdk::OrderedWorker> worker_;
 };
 
-const char* const kOptionNames[] = {"hostname", "iface", "algorithm", "check_args"};
+const char* const kOptionNames[] = {"hostname", "iface", "algorithm", "check_args", "transport", "shm_bytes"};
 const sr_named_value kAttributes[] = {
-    sdk::StringAttr("transport", "TCP (Gloo 0.5)"),
+    sdk::StringAttr("transport", "TCP (Gloo 0.5); shared memory when every rank is on one host"),
     sdk::StringAttr("rendezvous", "file:DIR, redis:HOST:PORT or local:NAME (through the host's store)"),
     sdk::StringListAttr("reduce_dtypes", sdk::kReducibleDTypeNames, std::size(sdk::kReducibleDTypeNames)),
     sdk::StringListAttr("options", kOptionNames, std::size(kOptionNames)),
 };
 
 const sr_component kComponents[] = {
-    sdk::Component(SR_KIND_COMM, "gloo", "1.0", "processes and hosts over TCP with Gloo 0.5",
+    sdk::Component(SR_KIND_COMM, "gloo", "1.0", "processes and hosts over TCP with Gloo 0.5, shared memory on one host",
                    &sdk::CommVtable<GlooComm>(), sdk::List(kAttributes), 5),
 };
 

@@ -24,9 +24,12 @@ namespace fs = std::filesystem;
 struct Backend {
   std::string comm;
   std::string rendezvous_kind;  // "local" (in-process) or "file" (a temp directory)
+  std::string transport = "";   // gloo's comm.gloo.transport ("" = the backend's default)
 };
 
-void PrintTo(const Backend& b, std::ostream* os) { *os << b.comm << " via " << b.rendezvous_kind << " rendezvous"; }
+void PrintTo(const Backend& b, std::ostream* os) {
+  *os << b.comm << " via " << b.rendezvous_kind << " rendezvous" << (b.transport.empty() ? "" : " over " + b.transport);
+}
 
 class CommThreads : public ::testing::TestWithParam<std::tuple<Backend, int>> {
  protected:
@@ -51,12 +54,18 @@ class CommThreads : public ::testing::TestWithParam<std::tuple<Backend, int>> {
   std::string Comm() const { return std::get<0>(GetParam()).comm; }
   int World() const { return std::get<1>(GetParam()); }
 
+  std::string Transport() const { return std::get<0>(GetParam()).transport; }
+
+  // Shared memory joins the ranks of one host only: its cases put every rank
+  // on one "host", whatever `per_host` the test asks for.
   ProcessGroupConfig Config(int rank, int world, int per_host, int64_t timeout_ms = 20000) const {
     ProcessGroupConfig c;
     c.comm = Comm();
     c.rendezvous = rendezvous_;
     c.prefix = prefix_;
     c.timeout_ms = timeout_ms;
+    if (Transport() == "shm") per_host = world;
+    if (!Transport().empty()) c.options.Set("transport", Transport());
     c.placement = {rank, world, rank % per_host, per_host};
     return c;
   }
@@ -201,7 +210,8 @@ TEST_P(CommFaults, DtypesThatDisagreeAreAnError) {
 }
 
 std::string Name(const ::testing::TestParamInfo<std::tuple<Backend, int>>& info) {
-  return std::get<0>(info.param).comm + "_" + std::get<0>(info.param).rendezvous_kind + "_world" +
+  const Backend& b = std::get<0>(info.param);
+  return b.comm + "_" + b.rendezvous_kind + (b.transport.empty() ? "" : "_" + b.transport) + "_world" +
          std::to_string(std::get<1>(info.param));
 }
 
@@ -212,14 +222,27 @@ INSTANTIATE_TEST_SUITE_P(Local, CommThreads,
 INSTANTIATE_TEST_SUITE_P(Local, CommFaults,
                          ::testing::Combine(::testing::Values(Backend{"local", "local"}), ::testing::Values(2, 3, 4, 7)),
                          Name);
-// Gloo over TCP on 127.0.0.1, meeting through a directory (one host) and
-// through the in-process table.
+// Gloo over TCP on 127.0.0.1, meeting through a directory and through the
+// in-process table (the even worlds of CommThreads put 2 ranks on a "host",
+// the rest one each: TCP under transport=auto, except world 2, one host, which
+// takes shared memory), and Gloo's shared-memory transport with every rank on
+// one host.
 INSTANTIATE_TEST_SUITE_P(Gloo, CommThreads,
                          ::testing::Combine(::testing::Values(Backend{"gloo", "file"}),
                                             ::testing::Values(1, 2, 3, 4, 7)),
                          Name);
 INSTANTIATE_TEST_SUITE_P(Gloo, CommFaults,
                          ::testing::Combine(::testing::Values(Backend{"gloo", "file"}), ::testing::Values(2, 3, 4, 7)),
+                         Name);
+INSTANTIATE_TEST_SUITE_P(GlooTcp, CommThreads,
+                         ::testing::Combine(::testing::Values(Backend{"gloo", "file", "tcp"}), ::testing::Values(2)),
+                         Name);
+INSTANTIATE_TEST_SUITE_P(GlooShm, CommThreads,
+                         ::testing::Combine(::testing::Values(Backend{"gloo", "file", "shm"}),
+                                            ::testing::Values(1, 2, 3, 4, 7)),
+                         Name);
+INSTANTIATE_TEST_SUITE_P(GlooShm, CommFaults,
+                         ::testing::Combine(::testing::Values(Backend{"gloo", "file", "shm"}), ::testing::Values(2, 3, 7)),
                          Name);
 INSTANTIATE_TEST_SUITE_P(GlooInProcessStore, CommThreads,
                          ::testing::Combine(::testing::Values(Backend{"gloo", "local"}), ::testing::Values(3)),

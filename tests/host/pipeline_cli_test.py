@@ -2,12 +2,14 @@
 """`shardrec train --pipeline`: the sparse_dist pipeline gives the
 unpipelined run's numbers bit for bit, as a user runs it.
 
-Over gloo processes (2 and 3 ranks) for every built-in sharder, with
-managed collision, with a whole DLRM and with position weights, each run
+Over gloo processes (2 and 3 ranks; shared memory, and once Gloo's TCP)
+for every built-in sharder, with managed collision, with a whole DLRM and
+with position weights, each run
 twice (--pipeline none, --pipeline sparse_dist) saving a checkpoint after
 the last step; every data file's checksum in the two manifests must be
 equal. The report's time split says what the pipeline hid. A bad
---pipeline value is refused.
+--pipeline value is refused. --pipeline auto picks none over shared memory
+and sparse_dist over TCP, and the two transports train the same tables.
 
 usage: pipeline_cli_test.py SHARDREC_EXE"""
 import hashlib
@@ -65,6 +67,8 @@ cases.append(("managed collision, 2 processes",
 cases.append(("managed collision, 3 processes",
               [*small, "--sharder", "table_wise", "--world-size", "3", "--managed-collision",
                "t1:policy=lru,eviction_interval=3,buckets=3"]))
+tcp = ["--plugin-opt", "comm.gloo.transport=tcp"]
+cases.append(("row_wise, 2 processes over Gloo's TCP", [*small, "--sharder", "row_wise", "--world-size", "2", *tcp]))
 cases.append(("DLRM, 2 processes", ["--model", "dlrm", "--tables", "26x2000x64", "--sharder", "row_wise",
                                     "--world-size", "2"]))
 cases.append(("DLRM with position weights, 2 processes",
@@ -97,6 +101,26 @@ with tempfile.TemporaryDirectory() as tmp:
         if "model" in r0:
             expect(f"{name}: the same losses", r0["model"]["last_loss"] == r1["model"]["last_loss"],
                    (r0["model"]["last_loss"], r1["model"]["last_loss"]))
+
+    # --pipeline auto: none where the processes share one host's memory (gloo's
+    # shared-memory transport), sparse_dist over TCP. And the two transports
+    # train the same tables bit for bit (table-wise: all-to-alls and
+    # rank-order reductions only, no ring sums).
+    tw = [*base, *small, "--sharder", "table_wise", "--world-size", "2"]
+    auto = {}
+    for name, extra in [("shared memory", []), ("tcp", tcp)]:
+        ckpt = os.path.join(tmp, "auto-" + name.replace(" ", "_"))
+        report, err = train(ckpt, *tw, *extra)
+        expect(f"--pipeline auto over {name} trains", report is not None, err)
+        if report is not None:
+            auto[name] = (report, checksums(ckpt))
+    if len(auto) == 2:
+        expect("--pipeline auto: none over shared memory, sparse_dist over TCP",
+               auto["shared memory"][0]["pipeline"] == "none" and auto["tcp"][0]["pipeline"] == "sparse_dist",
+               (auto["shared memory"][0]["pipeline"], auto["tcp"][0]["pipeline"]))
+        c0, c1 = auto["shared memory"][1], auto["tcp"][1]
+        expect(f"shared memory equals TCP bit for bit ({len(c0)} files)",
+               sorted(c0) == sorted(c1) and all(c1[f] == c0[f] for f in c0), (c0, c1))
 
     r = subprocess.run([exe, "train", "--pipeline", "sparse"], capture_output=True, text=True, timeout=60)
     expect("--pipeline sparse is refused, naming the choices",
