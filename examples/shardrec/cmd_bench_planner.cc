@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "child_process.h"
 #include "cli.h"
 #include "commands.h"
 #include "planner_inputs.h"
@@ -77,25 +78,6 @@ struct Measured {
   std::string error;
 };
 
-// This program run again with `words`: its output (stdout and stderr) and
-// exit status. Every word is quoted for the shell, the program's path too.
-std::pair<std::string, int> RunChild(const std::vector<std::string>& words) {
-  auto quote = [](const std::string& w) {
-    std::string quoted;
-    for (char ch : w) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-    return "'" + quoted + "'";
-  };
-  std::string cmd = quote(std::filesystem::read_symlink("/proc/self/exe").string());
-  for (const std::string& w : words) cmd += " " + quote(w);
-  cmd += " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return {"cannot start " + cmd, -1};
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
-  return {out, ::pclose(pipe)};
-}
-
 std::string Tail(const std::string& out) { return out.substr(out.size() > 400 ? out.size() - 400 : 0); }
 
 // One `shardrec train --json` child; the steady step rate (median of the
@@ -103,8 +85,7 @@ std::string Tail(const std::string& out) { return out.substr(out.size() > 400 ? 
 Measured TrainChild(const std::vector<std::string>& words) {
   const auto [out, status] = RunChild(words);
   Measured m;
-  const size_t start = out.rfind("\n{");
-  const std::string last = out.substr(start == std::string::npos ? 0 : start + 1);
+  const std::string last = LastJsonLine(out);
   try {
     const nlohmann::json j = nlohmann::json::parse(last);
     std::vector<double> rates = j.at("step_samples_per_s").get<std::vector<double>>();

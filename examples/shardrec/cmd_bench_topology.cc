@@ -3,7 +3,13 @@
 //   kernels     each --kernel's forward and backward + optimizer, at two row
 //               widths (16 and 128 columns), with the threads one rank gets
 //               (cores / ranks): a per-lookup and a per-byte cost fitted
-//               through the two points;
+//               through the two points, on a table that goes to memory
+//               (2^18 rows) and on one that stays in the cache (4096 rows);
+//               the cached figures apply to shards up to a rank's share of
+//               the last-level cache (capped at 32 MiB);
+//   per_table   the host's work per table per step: one rank training 32
+//               small tables against one table with the same ids, rows and
+//               bytes (`train` run as a child), the difference per table;
 //   input_dist  the input dist's host work per id (route, pack, unpack) on a
 //               one-rank group (input_dist_bench.h);
 //   intra_host  an all-to-all over --comm among --world-size ranks of this
@@ -22,6 +28,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include "child_process.h"
 #include "cli.h"
 #include "comm_bench.h"
 #include "comm_job.h"
@@ -34,6 +43,60 @@
 #include "shardrec/core/text/byte_size.h"
 
 namespace shardrec::cli {
+namespace {
+
+// A rank's share of the last-level cache, for which shards the cached kernel
+// speeds apply. A VM often reports its whole socket's L3, so the share is
+// capped at 32 MiB; with no figure at all, 8 MiB.
+int64_t CachedShardBytes(int ranks) {
+  long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 <= 0) l3 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l3 <= 0) return int64_t{8} << 20;
+  return std::clamp<int64_t>(l3 / std::max(ranks, 1), int64_t{256} << 10, int64_t{32} << 20);
+}
+
+// The host's work per table per step: `train` on one rank with 32 tables of
+// 1000 x 16 and one id per sample each, against one table of 32000 x 16 with
+// 32 ids per sample: the same ids, rows and bytes in one table or in 32.
+// Alternating runs; the medians' difference over 31 tables.
+StatusOr<double> MeasureSecondsPerTable(const std::string& optimizer, int rounds, nlohmann::json* how) {
+  constexpr int kTables = 32;
+  constexpr int64_t kBatch = 512, kSteps = 120;
+  auto step_seconds = [&](const std::string& tables, const std::string& pooling) -> StatusOr<double> {
+    const auto [out, status] =
+        RunChild({"train", "--comm", "local", "--world-size", "1", "--tables", tables, "--pooling-factor", pooling,
+                  "--batch", std::to_string(kBatch), "--steps", std::to_string(kSteps), "--optimizer", optimizer,
+                  "--json"});
+    try {
+      const auto j = nlohmann::json::parse(LastJsonLine(out));
+      std::vector<double> rates = j.at("step_samples_per_s").get<std::vector<double>>();
+      rates.erase(rates.begin(), rates.begin() + static_cast<long>(rates.size() / 5));  // warm-up
+      if (rates.empty()) throw std::runtime_error("no steps");
+      std::sort(rates.begin(), rates.end());
+      return static_cast<double>(kBatch) / rates[rates.size() / 2];
+    } catch (const std::exception&) {
+      return Status(SR_INTERNAL, fmt::format("train exited {} without a result: {}", status,
+                                             out.substr(out.size() > 400 ? out.size() - 400 : 0)));
+    }
+  };
+  std::vector<double> many, one;
+  for (int r = 0; r < rounds; ++r) {
+    SR_ASSIGN_OR_RETURN(const double m, step_seconds(fmt::format("{}x1000x16", kTables), "1"));
+    SR_ASSIGN_OR_RETURN(const double o, step_seconds("1x32000x16", std::to_string(kTables)));
+    many.push_back(m);
+    one.push_back(o);
+  }
+  std::sort(many.begin(), many.end());
+  std::sort(one.begin(), one.end());
+  const double m = many[many.size() / 2], o = one[one.size() / 2];
+  *how = {{"how", fmt::format("train on one rank: {} tables of 1000 x 16 with 1 id a sample, against 1 table of "
+                              "32000 x 16 with {} ids a sample; {} samples, median step of {} alternating runs",
+                              kTables, kTables, kBatch, rounds)},
+          {"step_seconds_many_tables", m}, {"step_seconds_one_table", o}};
+  return std::max(0.0, (m - o) / (kTables - 1));
+}
+
+}  // namespace
 
 int RunBenchTopology(const std::vector<std::string>& args) {
   GlobalOptions g;
@@ -58,10 +121,11 @@ int RunBenchTopology(const std::vector<std::string>& args) {
   int code = kExitOk;
   if (!Parse("bench topology", args, desc, nullptr, &vm, &code,
              "\n\nMeasures what the planner's cost model needs on this machine: each kernel's time per\n"
-             "lookup and per byte (forward, and backward with --optimizer), with one rank's share of\n"
-             "the cores, the input dist's host work per id, and an all-to-all's bandwidth and latency\n"
-             "among --world-size ranks over --comm. Run it with the comm and ranks per host you will\n"
-             "train with.\n\n"
+             "lookup and per byte (forward, and backward with --optimizer) on a table in memory and on\n"
+             "one in the cache, with one rank's share of the cores, the input dist's host work per id,\n"
+             "the host's work per table per step, and an all-to-all's bandwidth and latency among\n"
+             "--world-size ranks over --comm. Run it with the comm and ranks per host you will train\n"
+             "with.\n\n"
              "examples:\n"
              "  shardrec bench topology --comm gloo --world-size 2 -o topo.json\n"
              "  shardrec plan --tables tables.json --world-size 2 --topology topo.json --explain")) {
@@ -107,9 +171,11 @@ int RunBenchTopology(const std::vector<std::string>& args) {
     if (!parsed.ok()) return fail(parsed.status().message(), kExitFailure);
     topo.kernels = parsed->kernels;
     topo.input_dist_seconds_per_id = parsed->input_dist_seconds_per_id;
+    topo.seconds_per_table = parsed->seconds_per_table;
     const auto handed = nlohmann::json::parse(parsed->measured);
     measured["kernels"] = handed.at("kernels");
     measured["input_dist"] = handed.at("input_dist");
+    measured["per_table"] = handed.at("per_table");
     kernels.clear();
   } else {
     if (!g.json) std::cerr << "[bench topology] input dist: host work per id...\n";
@@ -121,35 +187,48 @@ int RunBenchTopology(const std::vector<std::string>& args) {
     measured["input_dist"] = {{"seconds_per_id", r->seconds_per_id}, {"best_seconds_per_id", r->best_seconds_per_id},
                               {"ids_per_batch", r->ids},
                               {"how", "route + KJT all-to-all of one table's batch on a one-rank local group"}};
+    if (!g.json) std::cerr << "[bench topology] host work per table (train on one rank, 32 tables against 1)...\n";
+    nlohmann::json how;
+    auto per_table = MeasureSecondsPerTable(spec->ToString(), 5, &how);
+    if (!per_table.ok()) return fail("per table: " + per_table.status().message(), kExitFailure);
+    topo.seconds_per_table = per_table.value();
+    how["seconds"] = per_table.value();
+    measured["per_table"] = how;
   }
   for (const std::string& name : kernels) {
     auto ref = session.registry.Find(SR_KIND_KERNEL, name);
     if (!ref.ok()) return fail(ref.status().message());
     if (Status st = CheckKernelsUsable(session.registry, {name}, spec->optimizer); !st.ok()) return fail(st.message());
-    double fwd[2] = {0, 0}, bwd[2] = {0, 0};
+    // [0]: a table that goes to memory, [1]: one that stays in the cache.
+    double fwd[2][2] = {}, bwd[2][2] = {};
     const int64_t dims[2] = {16, 128};
-    for (int i = 0; i < 2; ++i) {
-      bench::KernelBenchConfig c;
-      c.rows = 1 << 18;
-      c.dim = dims[i];
-      c.batch = 2048;
-      c.pooling = 8;
-      c.optimizer = spec->optimizer;
-      c.optimizer_params = spec->params;
-      c.threads = threads;
-      c.min_time = min_time;
-      c.reps = 3;
-      c.kernel_options = session.plugin_options.For("kernel", name);
-      const auto declared = ref->StringListAttribute("options");
-      if (declared && std::find(declared->begin(), declared->end(), "threads") != declared->end()) {
-        c.kernel_options.Set("threads", std::to_string(threads));
+    const int64_t table_rows[2] = {1 << 18, 4096};
+    for (int place = 0; place < 2; ++place) {
+      for (int i = 0; i < 2; ++i) {
+        bench::KernelBenchConfig c;
+        c.rows = table_rows[place];
+        c.dim = dims[i];
+        c.batch = 2048;
+        c.pooling = 8;
+        c.optimizer = spec->optimizer;
+        c.optimizer_params = spec->params;
+        c.threads = threads;
+        c.min_time = min_time;
+        c.reps = 3;
+        c.kernel_options = session.plugin_options.For("kernel", name);
+        const auto declared = ref->StringListAttribute("options");
+        if (declared && std::find(declared->begin(), declared->end(), "threads") != declared->end()) {
+          c.kernel_options.Set("threads", std::to_string(threads));
+        }
+        if (!g.json) {
+          std::cerr << fmt::format("[bench topology] kernel {}: {} rows x {} columns...\n", name, c.rows, dims[i]);
+        }
+        auto r = bench::RunKernelBench(ref.value(), c, {});
+        if (!r.ok()) return fail("kernel " + name + ": " + r.status().message(), kExitFailure);
+        if (!r->has_backward) return fail("kernel " + name + " has no backward to measure", kExitFailure);
+        fwd[place][i] = 1 / r->forward.median;
+        bwd[place][i] = 1 / r->backward.median;
       }
-      if (!g.json) std::cerr << fmt::format("[bench topology] kernel {}: {} columns...\n", name, dims[i]);
-      auto r = bench::RunKernelBench(ref.value(), c, {});
-      if (!r.ok()) return fail("kernel " + name + ": " + r.status().message(), kExitFailure);
-      if (!r->has_backward) return fail("kernel " + name + " has no backward to measure", kExitFailure);
-      fwd[i] = 1 / r->forward.median;
-      bwd[i] = 1 / r->backward.median;
     }
     // Seconds per lookup = a + b x row bytes, through the two widths.
     auto fit = [&](const double t[2]) {
@@ -160,9 +239,19 @@ int RunBenchTopology(const std::vector<std::string>& args) {
       if (s.seconds_per_lookup + s.seconds_per_byte <= 0) s.seconds_per_lookup = t[0];
       return s;
     };
-    topo.kernels[name] = KernelCost{fit(fwd), fit(bwd)};
-    measured["kernels"][name] = {{"forward_lookups_per_s", {{"16", 1 / fwd[0]}, {"128", 1 / fwd[1]}}},
-                                 {"backward_lookups_per_s", {{"16", 1 / bwd[0]}, {"128", 1 / bwd[1]}}}};
+    KernelCost cost{fit(fwd[0]), fit(bwd[0])};
+    cost.cached_max_shard_bytes = CachedShardBytes(ranks);
+    cost.cached_forward = fit(fwd[1]);
+    cost.cached_backward = fit(bwd[1]);
+    topo.kernels[name] = cost;
+    measured["kernels"][name] = {
+        {"forward_lookups_per_s", {{"16", 1 / fwd[0][0]}, {"128", 1 / fwd[0][1]}}},
+        {"backward_lookups_per_s", {{"16", 1 / bwd[0][0]}, {"128", 1 / bwd[0][1]}}},
+        {"rows", table_rows[0]},
+        {"cached", {{"rows", table_rows[1]},
+                    {"forward_lookups_per_s", {{"16", 1 / fwd[1][0]}, {"128", 1 / fwd[1][1]}}},
+                    {"backward_lookups_per_s", {{"16", 1 / bwd[1][0]}, {"128", 1 / bwd[1][1]}}},
+                    {"max_shard_bytes", "a rank's share of the last-level cache (sysconf), capped at 32 MiB"}}}};
   }
   topo.inter_host = {inter_bps, inter_latency_us * 1e-6};
   topo.ranks_per_host = ranks;
@@ -170,7 +259,10 @@ int RunBenchTopology(const std::vector<std::string>& args) {
   {
     PlannerTopology hand = topo;
     hand.intra_host = DefaultTopology().intra_host;
-    hand.measured = nlohmann::json{{"kernels", measured["kernels"]}, {"input_dist", measured["input_dist"]}}.dump();
+    hand.measured = nlohmann::json{{"kernels", measured["kernels"]},
+                                   {"input_dist", measured["input_dist"]},
+                                   {"per_table", measured["per_table"]}}
+                        .dump();
     ::setenv(kHandOver, TopologyToJson(hand).c_str(), 1);
   }
   if (ranks == 1) {

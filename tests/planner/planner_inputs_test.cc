@@ -281,6 +281,80 @@ TEST_F(Model, InputDistWorkPerIdByHand) {
   EXPECT_NE(unknown.status().message().find("seconds_per_ids"), std::string::npos) << unknown.status().ToString();
 }
 
+TEST_F(Model, CachedSpeedsAndPerTableWorkByHand) {
+  // Shards of at most 1000 bytes look up at the cached speeds (forward 1 ns,
+  // backward 2 ns a lookup); every shard costs 5 us of host work a step.
+  KernelCost& k = topo_.kernels["k"];
+  k.cached_max_shard_bytes = 1000;
+  k.cached_forward = {1e-9, 0};
+  k.cached_backward = {2e-9, 0};
+  topo_.seconds_per_table = 5e-6;
+  CostModel m(topo_, 2, 2, 10);
+  // 100 rows x 4 fp32 columns = 1600 bytes: in memory, 60 lookups at 3e-8.
+  const TableEffect big = m.Effect(k, 4, 4, 3, {Shard(100, 0, 4, 0)}, {1.0}, {1600}, false);
+  std::vector<RankLoad> loads(2);
+  m.Apply(big, loads);
+  EXPECT_NEAR(loads[0].compute_s, 60 * 3e-8 + 5e-6, 1e-15);
+  EXPECT_NEAR(loads[1].compute_s, 0, 1e-18);
+  // Row-wise in two shards of 50 rows (800 bytes each): both cached, 30
+  // lookups each at 3e-9, and each shard pays the per-table work.
+  const TableEffect rw =
+      m.Effect(k, 4, 4, 3, {Shard(50, 0, 4, 0), Shard(50, 50, 4, 1)}, {0.5, 0.5}, {800, 800}, false);
+  std::vector<RankLoad> split(2);
+  m.Apply(rw, split);
+  for (const RankLoad& l : split) EXPECT_NEAR(l.compute_s, 30 * 3e-9 + 5e-6, 1e-15);
+  // A replica of the 1600-byte table: in memory; forward on the rank's 30
+  // ids, backward on all 60, and its per-table work on every rank.
+  const TableEffect dp =
+      m.Effect(k, 4, 4, 3, {Shard(100, 0, 4, 0), Shard(100, 0, 4, 1)}, {1, 1}, {1600, 1600}, true);
+  std::vector<RankLoad> rep(2);
+  m.Apply(dp, rep);
+  for (const RankLoad& l : rep) EXPECT_NEAR(l.compute_s, 30 * 1e-8 + 60 * 2e-8 + 5e-6, 1e-15);
+
+  // The file carries both, they survive a round trip, and older files
+  // without them still load (0: not counted).
+  const std::string base = R"({"kernels": {"cpu": {"forward": {"seconds_per_lookup": 1e-8, "seconds_per_byte": 0},
+      "backward": {"seconds_per_lookup": 1e-8, "seconds_per_byte": 0})";
+  const std::string links = R"(}}, "intra_host": {"bytes_per_s": 1, "latency_s": 0},
+      "inter_host": {"bytes_per_s": 1, "latency_s": 0})";
+  const std::string cached = R"(, "cached": {"max_shard_bytes": 4096,
+      "forward": {"seconds_per_lookup": 1e-9, "seconds_per_byte": 0},
+      "backward": {"seconds_per_lookup": 3e-9, "seconds_per_byte": 1e-12}})";
+  auto t = ParseTopologyJson(base + cached + links + R"(, "per_table": {"seconds": 3e-5}})", "t");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto again = ParseTopologyJson(TopologyToJson(t.value()), "again");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  for (const PlannerTopology* x : {&t.value(), &again.value()}) {
+    const KernelCost& c = x->kernels.at("cpu");
+    EXPECT_EQ(c.cached_max_shard_bytes, 4096);
+    EXPECT_DOUBLE_EQ(c.cached_backward.seconds_per_lookup, 3e-9);
+    EXPECT_DOUBLE_EQ(c.cached_backward.seconds_per_byte, 1e-12);
+    EXPECT_DOUBLE_EQ(x->seconds_per_table, 3e-5);
+    EXPECT_TRUE(c.Cached(4096));
+    EXPECT_FALSE(c.Cached(4097));
+  }
+  auto older = ParseTopologyJson(base + links + "}", "t");
+  ASSERT_TRUE(older.ok()) << older.status().ToString();
+  EXPECT_EQ(older->kernels.at("cpu").cached_max_shard_bytes, 0);
+  EXPECT_FALSE(older->kernels.at("cpu").Cached(1));
+  EXPECT_EQ(older->seconds_per_table, 0);
+  // Bad figures are refused by name.
+  auto expect_refused = [&](const std::string& text, const std::string& needle) {
+    auto bad = ParseTopologyJson(text, "t");
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(needle), std::string::npos) << bad.status().ToString();
+  };
+  expect_refused(base + links + R"(, "per_table": {"seconds": -1}})", "per_table");
+  expect_refused(base + links + R"(, "per_table": {"second": 1e-5}})", "second");
+  expect_refused(base + R"(, "cached": {"max_shard_bytes": 1})" + links + "}", "needs \"max_shard_bytes\"");
+  expect_refused(base + R"(, "cached": {"max_shard_bytes": -5, "forward": {"seconds_per_lookup": 1e-9,
+      "seconds_per_byte": 0}, "backward": {"seconds_per_lookup": 1e-9, "seconds_per_byte": 0}})" + links + "}",
+                 "max_shard_bytes");
+  expect_refused(base + R"(, "cached": {"max_shard_bytes": 8, "forward": {"seconds_per_lookup": 0,
+      "seconds_per_byte": 0}, "backward": {"seconds_per_lookup": 1e-9, "seconds_per_byte": 0}})" + links + "}",
+                 "cached forward");
+}
+
 TEST_F(Model, HostsSplitIntraAndInter) {
   // 4 ranks, 2 per host: a table on rank 0 talks to rank 1 inside its host
   // and to ranks 2 and 3 across.

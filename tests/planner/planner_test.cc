@@ -272,8 +272,10 @@ TEST_F(Planning, UsesTheSharderCostEntry) {
   PlannerRequest req;
   req.world_size = 2;
   // The lookups alone: without the input dist's per-id work, which every
-  // rank pays for routing its ids whatever the blocks hold.
+  // rank pays for routing its ids whatever the blocks hold, and without the
+  // per-table work, which every block pays whatever its lookups.
   req.topology.input_dist_seconds_per_id = 0;
+  req.topology.seconds_per_table = 0;
   req.tables = {Table("t", 8, 16)};
   TableWorkload w = Pooling(10);
   w.row_histogram.assign(kRowHistogramBuckets, 0);

@@ -44,8 +44,10 @@ TableEffect CostModel::Effect(const KernelCost& kernel, int64_t cols, int64_t el
     // gradients to every replica, after an all-gather of gradients and ids
     // (the rank's ids go to every rank, every rank's come back).
     const double row_bytes = static_cast<double>(cols * elem_bytes);
-    e.replica.compute_s = kernel.forward.Seconds(B * P, row_bytes) + kernel.backward.Seconds(B * W * P, row_bytes) +
-                          2 * half_id_s * B * W * P;
+    const double held = shards.empty() ? 0 : static_cast<double>(shards[0].num_rows) * row_bytes;
+    e.replica.compute_s = kernel.Forward(held).Seconds(B * P, row_bytes) +
+                          kernel.Backward(held).Seconds(B * W * P, row_bytes) + 2 * half_id_s * B * W * P +
+                          topology_.seconds_per_table;
     e.replica.bytes = shard_bytes.empty() ? 0 : shard_bytes[0];
     const double exchanged = B * static_cast<double>(cols) * kFloatBytes + B * P * kIdBytes + B * kLengthBytes;
     e.replica.to_peer = exchanged;
@@ -60,10 +62,13 @@ TableEffect CostModel::Effect(const KernelCost& kernel, int64_t cols, int64_t el
     const double share = lookup_share[i];
     const double lookups = B * W * P * share;
     const double row_bytes = static_cast<double>(s.num_cols * elem_bytes);
+    // A shard that fits in the cache looks up at the cached speeds.
+    const double held = static_cast<double>(s.num_rows) * row_bytes;
     ShardTerm t;
     t.rank = s.rank;
-    t.compute_s = kernel.forward.Seconds(lookups, row_bytes) + kernel.backward.Seconds(lookups, row_bytes) +
-                  half_id_s * lookups;  // and unpacks the ids of its rows
+    t.compute_s = kernel.Forward(held).Seconds(lookups, row_bytes) + kernel.Backward(held).Seconds(lookups, row_bytes) +
+                  half_id_s * lookups +  // and unpacks the ids of its rows
+                  topology_.seconds_per_table;
     t.bytes = shard_bytes[i];
     // To each peer: that peer's samples' pooled columns (forward). From each
     // peer: its ids of this shard's rows with their lengths (input dist) and

@@ -73,13 +73,23 @@ PlannerTopology DefaultTopology() {
   PlannerTopology t;
   // The cpu kernel with one thread per rank, 1M x 128 fp32 tables, uniform
   // ids (docs/benchmarks.md, "kernel"): about 30 M lookups/s forward and 6 M
-  // with Adagrad's backward; Gloo's all-to-all over loopback sends about
-  // 1.6 GB/s per rank with 100 us a collective.
-  t.kernels["cpu"] = KernelCost{{5e-9, 5.5e-11}, {2e-8, 2.8e-10}};
-  t.intra_host = {1.6e9, 1e-4};
+  // with Adagrad's backward; on a shard that stays in the cache (what `bench
+  // topology` measured here on 4096-row tables, 2026-11-25) a lookup costs
+  // 1.6 ns forward and 22 ns backward, nearly whatever its width.
+  KernelCost cpu{{5e-9, 5.5e-11}, {2e-8, 2.8e-10}};
+  cpu.cached_max_shard_bytes = int64_t{32} << 20;
+  cpu.cached_forward = {1.6e-9, 1.5e-11};
+  cpu.cached_backward = {2.2e-8, 3.2e-11};
+  t.kernels["cpu"] = cpu;
+  // Gloo's ranks on one host exchange through shared memory: an all-to-all
+  // sends about 1.9 GB/s per rank with 9 us a collective (`bench topology
+  // --comm gloo --world-size 2`, 2026-11-25).
+  t.intra_host = {1.9e9, 1e-5};
   t.inter_host = {1.25e9, 2e-4};  // a 10 Gb/s network
-  // `bench topology`'s input-dist figure here (2026-11-25): 9 ns an id.
+  // `bench topology`'s input-dist figure here (2026-11-25): 9 ns an id; and
+  // its host work per table per step: 35-50 us.
   t.input_dist_seconds_per_id = 9e-9;
+  t.seconds_per_table = 4e-5;
   return t;
 }
 
@@ -92,7 +102,7 @@ StatusOr<PlannerTopology> ParseTopologyJson(const std::string& text, const std::
   }
   SR_RETURN_IF_ERROR(OnlyKeys(doc,
                               {"format", "version", "ranks_per_host", "cores_per_host", "memory_bytes_per_rank", "kernels",
-                               "intra_host", "inter_host", "input_dist", "measured"},
+                               "intra_host", "inter_host", "input_dist", "per_table", "measured"},
                               source));
   if (doc.contains("format") && doc["format"] != kFormat) {
     return InvalidArgumentError(source + ": \"format\" must be \"" + std::string(kFormat) + "\", got " +
@@ -124,13 +134,25 @@ StatusOr<PlannerTopology> ParseTopologyJson(const std::string& text, const std::
   }
   for (const auto& [name, k] : doc["kernels"].items()) {
     const std::string where = source + ": kernel '" + name + "'";
-    SR_RETURN_IF_ERROR(OnlyKeys(k, {"forward", "backward"}, where));
+    SR_RETURN_IF_ERROR(OnlyKeys(k, {"forward", "backward", "cached"}, where));
     if (!k.contains("forward") || !k.contains("backward")) {
       return InvalidArgumentError(where + ": needs \"forward\" and \"backward\"");
     }
     KernelCost c;
     SR_ASSIGN_OR_RETURN(c.forward, ParseSpeed(k["forward"], where + " forward"));
     SR_ASSIGN_OR_RETURN(c.backward, ParseSpeed(k["backward"], where + " backward"));
+    if (k.contains("cached")) {
+      const json& cached = k["cached"];
+      const std::string cw = where + " cached";
+      SR_RETURN_IF_ERROR(OnlyKeys(cached, {"max_shard_bytes", "forward", "backward"}, cw));
+      if (!cached.contains("max_shard_bytes") || !cached.contains("forward") || !cached.contains("backward")) {
+        return InvalidArgumentError(cw + ": needs \"max_shard_bytes\", \"forward\" and \"backward\"");
+      }
+      SR_ASSIGN_OR_RETURN(c.cached_max_shard_bytes,
+                          JsonInteger(cached["max_shard_bytes"], cw + ": \"max_shard_bytes\"", 0));
+      SR_ASSIGN_OR_RETURN(c.cached_forward, ParseSpeed(cached["forward"], cw + " forward"));
+      SR_ASSIGN_OR_RETURN(c.cached_backward, ParseSpeed(cached["backward"], cw + " backward"));
+    }
     t.kernels[name] = c;
   }
   for (const char* key : {"intra_host", "inter_host"}) {
@@ -142,6 +164,11 @@ StatusOr<PlannerTopology> ParseTopologyJson(const std::string& text, const std::
     const std::string where = source + ": input_dist";
     SR_RETURN_IF_ERROR(OnlyKeys(doc["input_dist"], {"seconds_per_id"}, where));
     SR_ASSIGN_OR_RETURN(t.input_dist_seconds_per_id, NonNegative(doc["input_dist"], "seconds_per_id", where));
+  }
+  if (doc.contains("per_table")) {
+    const std::string where = source + ": per_table";
+    SR_RETURN_IF_ERROR(OnlyKeys(doc["per_table"], {"seconds"}, where));
+    SR_ASSIGN_OR_RETURN(t.seconds_per_table, NonNegative(doc["per_table"], "seconds", where));
   }
   if (doc.contains("measured")) t.measured = doc["measured"].dump();
   return t;
@@ -164,10 +191,16 @@ std::string TopologyToJson(const PlannerTopology& t) {
   doc["kernels"] = json::object();
   for (const auto& [name, k] : t.kernels) {
     doc["kernels"][name] = {{"forward", SpeedJson(k.forward)}, {"backward", SpeedJson(k.backward)}};
+    if (k.cached_max_shard_bytes > 0) {
+      doc["kernels"][name]["cached"] = {{"max_shard_bytes", k.cached_max_shard_bytes},
+                                        {"forward", SpeedJson(k.cached_forward)},
+                                        {"backward", SpeedJson(k.cached_backward)}};
+    }
   }
   doc["intra_host"] = {{"bytes_per_s", t.intra_host.bytes_per_s}, {"latency_s", t.intra_host.latency_s}};
   doc["inter_host"] = {{"bytes_per_s", t.inter_host.bytes_per_s}, {"latency_s", t.inter_host.latency_s}};
   if (t.input_dist_seconds_per_id > 0) doc["input_dist"] = {{"seconds_per_id", t.input_dist_seconds_per_id}};
+  if (t.seconds_per_table > 0) doc["per_table"] = {{"seconds", t.seconds_per_table}};
   if (!t.measured.empty()) doc["measured"] = json::parse(t.measured);
   return doc.dump(2);
 }

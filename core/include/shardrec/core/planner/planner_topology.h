@@ -10,6 +10,8 @@
 //    "intra_host": {"bytes_per_s": 5e9, "latency_s": 2e-5},
 //    "inter_host": {"bytes_per_s": 1.2e9, "latency_s": 1e-4},
 //    "input_dist": {"seconds_per_id": 1e-8},   (optional)
+//    "per_table": {"seconds": 3e-5},           (optional)
+//    (a kernel may add "cached": {"max_shard_bytes": N, "forward": ..., "backward": ...})
 //    "measured": {...}}   (how and where it was measured; information only)
 // The world size and the number of hosts come from the plan request, so one
 // file serves every world size of the same kind of machine.
@@ -36,6 +38,17 @@ struct KernelSpeed {
 struct KernelCost {
   KernelSpeed forward;   // pooled lookup
   KernelSpeed backward;  // gradient + fused optimizer update
+  // Optional: the speeds for a shard whose rows fit in the cache (at most
+  // `cached_max_shard_bytes` of weights), where a lookup costs a fraction of
+  // one that goes to memory: "cached": {"max_shard_bytes": N, "forward":
+  // ..., "backward": ...}. 0 bytes: every shard at the speeds above.
+  int64_t cached_max_shard_bytes = 0;
+  KernelSpeed cached_forward, cached_backward;
+  bool Cached(double shard_bytes) const {
+    return cached_max_shard_bytes > 0 && shard_bytes <= static_cast<double>(cached_max_shard_bytes);
+  }
+  const KernelSpeed& Forward(double shard_bytes) const { return Cached(shard_bytes) ? cached_forward : forward; }
+  const KernelSpeed& Backward(double shard_bytes) const { return Cached(shard_bytes) ? cached_backward : backward; }
 };
 
 // One kind of link: bandwidth of a rank's sends (or receives) in an
@@ -57,6 +70,11 @@ struct PlannerTopology {
   // the KJT all-to-all, its bytes on the link aside), one id sent and
   // received: "input_dist": {"seconds_per_id": ...}. 0: not counted.
   double input_dist_seconds_per_id = 0;
+  // The host's work per table shard per step, whatever its ids (routing its
+  // features, its kernel calls, its slice of the output dist, its optimizer
+  // bookkeeping): "per_table": {"seconds": ...}. 0: not counted. It is why
+  // 24 small tables cost more than one table with their ids.
+  double seconds_per_table = 0;
   std::string measured;                // a JSON object as text ("" : written by hand / defaults)
   std::string source = "built-in defaults";
 };

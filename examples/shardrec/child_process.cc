@@ -1,0 +1,31 @@
+#include "child_process.h"
+
+#include <cstdio>
+#include <filesystem>
+
+namespace shardrec::cli {
+
+std::pair<std::string, int> RunChild(const std::vector<std::string>& words) {
+  auto quote = [](const std::string& w) {
+    std::string quoted;
+    for (char ch : w) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return "'" + quoted + "'";
+  };
+  std::string cmd = quote(std::filesystem::read_symlink("/proc/self/exe").string());
+  for (const std::string& w : words) cmd += " " + quote(w);
+  cmd += " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return {"cannot start " + cmd, -1};
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
+  return {out, ::pclose(pipe)};
+}
+
+std::string LastJsonLine(const std::string& out) {
+  if (out.rfind('{', 0) == 0 && out.find("\n{") == std::string::npos) return out;
+  const size_t start = out.rfind("\n{");
+  return start == std::string::npos ? "" : out.substr(start + 1);
+}
+
+}  // namespace shardrec::cli
