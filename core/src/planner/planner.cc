@@ -584,10 +584,14 @@ void Planner::TrySeeds() {
   // tables after it would all do better split the same way. So each sharder
   // for every table, placed as MakePlan places one sharder alone (largest
   // first, a movable placement onto the rank or host holding the fewest
-  // bytes), is a start too; one better than the greedy plan gets the same
-  // local improvement, and the best plan wins. The result is then never
-  // worse, under the model, than the balanced default or any one sharder
-  // for every table.
+  // bytes), is a start too; so is each movable sharder for every table
+  // spread by cost (the costliest table first, each onto the rank or host
+  // whose estimated time is lowest: the longest-processing-time rule, which
+  // balances a few hot tables and many small ones where the greedy pass
+  // splits a hot table instead). One better than the greedy plan gets the
+  // same local improvement, and the best plan wins. The result is then
+  // never worse, under the model, than the balanced default or any one
+  // sharder for every table.
   struct Kept {
     std::vector<Candidate> chosen;
     std::vector<std::vector<std::string>> why;
@@ -620,36 +624,79 @@ void Planner::TrySeeds() {
     return req_.tables[a].num_embeddings * req_.tables[a].embedding_dim >
            req_.tables[b].num_embeddings * req_.tables[b].embedding_dim;
   });
-  // Each sharder as placed where it lands by itself, and, when
-  // it can move, spread by bytes (as MakePlan spreads table_wise).
-  std::vector<std::pair<std::string, bool>> seeds;
+  // Each sharder as placed where it lands by itself, and, when it can
+  // move, spread by bytes (as MakePlan spreads table_wise) and by cost.
+  enum class Spread { kOwn, kBytes, kCost };
+  std::vector<std::pair<std::string, Spread>> seeds;
   for (size_t s = 0; s < sharders_.names.size(); ++s) {
-    seeds.emplace_back(sharders_.names[s], false);
-    if (sharders_.relocate[s] != Relocate::kFixed) seeds.emplace_back(sharders_.names[s], true);
+    seeds.emplace_back(sharders_.names[s], Spread::kOwn);
+    if (sharders_.relocate[s] != Relocate::kFixed) {
+      seeds.emplace_back(sharders_.names[s], Spread::kBytes);
+      seeds.emplace_back(sharders_.names[s], Spread::kCost);
+    }
   }
+  // A table's whole estimated time under one shape, wherever it lands.
+  auto cost_of = [&](size_t t, const Shape& shape) {
+    const TableState& st = tables_[t];
+    const Candidate c{static_cast<int>(&shape - st.shapes.data()), st.kernels[0], 0};
+    const TableEffect e = EffectOf(t, c);
+    double sum = e.replicated ? e.replica.compute_s * world_ : e.every_rank_s * world_;
+    for (const ShardTerm& term : e.shards) sum += term.compute_s;
+    return sum;
+  };
+  std::vector<size_t> by_cost;
   for (const auto& seed : seeds) {
     // Named copies, not a structured binding: clang 14 cannot capture one.
     const std::string& name = seed.first;
-    const bool spread = seed.second;
+    const Spread spread = seed.second;
+    auto shape_of = [&](size_t t) {
+      const TableState& st = tables_[t];
+      return std::find_if(st.shapes.begin(), st.shapes.end(), [&](const Shape& sh) { return sh.sharder == name; });
+    };
+    const std::vector<size_t>* sequence = &order;
+    if (spread == Spread::kCost) {
+      std::vector<double> cost(tables_.size(), 0);
+      for (size_t t = 0; t < tables_.size(); ++t) {
+        if (const auto shape = shape_of(t); shape != tables_[t].shapes.end()) cost[t] = cost_of(t, *shape);
+      }
+      by_cost = order;
+      std::stable_sort(by_cost.begin(), by_cost.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+      sequence = &by_cost;
+    }
     for (size_t t = 0; t < tables_.size(); ++t) {
       if (tables_[t].placed) Remove(t);
     }
     bool valid = true;
-    for (size_t t : order) {
+    for (size_t t : *sequence) {
       TableState& st = tables_[t];
-      const auto shape = std::find_if(st.shapes.begin(), st.shapes.end(), [&](const Shape& sh) { return sh.sharder == name; });
+      const auto shape = shape_of(t);
       if (shape == st.shapes.end()) {
         valid = false;  // excluded for this table (constraints, or the sharder refused it)
         break;
       }
       int lightest = 0;
-      for (int q = 1; q < world_; ++q) {
-        if (loads_[static_cast<size_t>(q)].bytes < loads_[static_cast<size_t>(lightest)].bytes) lightest = q;
+      if (spread == Spread::kBytes) {
+        for (int q = 1; q < world_; ++q) {
+          if (loads_[static_cast<size_t>(q)].bytes < loads_[static_cast<size_t>(lightest)].bytes) lightest = q;
+        }
+      } else if (spread == Spread::kCost) {
+        // The rank whose estimated time is lowest, or the first rank of the
+        // host whose summed time is.
+        const int group = shape->relocate == Relocate::kHost ? per_host_ : 1;
+        double least = 0;
+        for (int first = 0; first < world_; first += group) {
+          double sum = 0;
+          for (int q = first; q < first + group; ++q) sum += model_.RankSeconds(loads_[static_cast<size_t>(q)]);
+          if (first == 0 || sum < least) {
+            least = sum;
+            lightest = first;
+          }
+        }
       }
       // Moved() takes the first shard's rank (or host): unspread, the
       // sharder's own choice.
       const int own = shape->shards.empty() ? 0 : shape->shards[0].rank;
-      const int target = spread ? lightest : own;
+      const int target = spread != Spread::kOwn ? lightest : own;
       const int offset = shape->relocate == Relocate::kShift  ? target
                          : shape->relocate == Relocate::kHost ? target / per_host_
                                                               : 0;
@@ -671,10 +718,12 @@ void Planner::TrySeeds() {
     const double start = Makespan();
     if (!valid) continue;
     if (start >= best_step * (1 - 1e-9)) continue;
+    const char* how = spread == Spread::kBytes ? " (spread by bytes)" : spread == Spread::kCost ? " (spread by cost)" : "";
     for (size_t t = 0; t < tables_.size(); ++t) {
-      std::vector<std::string> why = {fmt::format("chose {}: {} for every table was a better start than the greedy "
+      std::vector<std::string> why = {fmt::format("chose {}: {} for every table{} was a better start than the greedy "
                                                   "placement (step {} against {}), then local improvement",
-                                                  Describe(t, tables_[t].chosen), name, Ms(start), Ms(greedy_step))};
+                                                  Describe(t, tables_[t].chosen), name, how, Ms(start),
+                                                  Ms(greedy_step))};
       for (size_t i = 1; i < greedy.why[t].size(); ++i) {
         const std::string& line = greedy.why[t][i];
         if (line.rfind("  moved by", 0) != 0 && line.rfind("  swapped by", 0) != 0) why.push_back(line);
@@ -685,7 +734,7 @@ void Planner::TrySeeds() {
     if (Makespan() < best_step * (1 - 1e-9)) {
       best_step = Makespan();
       best = keep();
-      best_name = name + (spread ? " (spread by bytes)" : "");
+      best_name = name + how;
     }
   }
   restore(best);
