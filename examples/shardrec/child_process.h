@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "shardrec/core/status.h"
+
 namespace shardrec::cli {
 
 // Runs this program (/proc/self/exe) with `words`: its output (stdout and
@@ -16,5 +18,14 @@ std::pair<std::string, int> RunChild(const std::vector<std::string>& words);
 // The last line of `out` that starts a JSON object ("{"), or "" when none:
 // what a child run with --json printed last.
 std::string LastJsonLine(const std::string& out);
+
+// The last 400 characters of `out`, for an error message.
+std::string OutputTail(const std::string& out);
+
+// `shardrec train ... --json` run as a child (`words` start with "train"):
+// its steady rate, the median of the per-step samples/s after the first
+// fifth of the steps (all of them when 5 or fewer; the job's figure when it
+// printed none). An error carries the exit status and the output's tail.
+StatusOr<double> TrainChildSamplesPerSecond(const std::vector<std::string>& words);
 
 }  // namespace shardrec::cli

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -78,22 +77,14 @@ struct Measured {
   std::string error;
 };
 
-std::string Tail(const std::string& out) { return out.substr(out.size() > 400 ? out.size() - 400 : 0); }
-
-// One `shardrec train --json` child; the steady step rate (median of the
-// per-step rates after the first fifth).
+// One `shardrec train --json` child's steady step rate.
 Measured TrainChild(const std::vector<std::string>& words) {
-  const auto [out, status] = RunChild(words);
   Measured m;
-  const std::string last = LastJsonLine(out);
-  try {
-    const nlohmann::json j = nlohmann::json::parse(last);
-    std::vector<double> rates = j.at("step_samples_per_s").get<std::vector<double>>();
-    if (rates.size() > 5) rates.erase(rates.begin(), rates.begin() + static_cast<long>(rates.size() / 5));
-    std::sort(rates.begin(), rates.end());
-    m.samples_per_s = rates.empty() ? j.at("samples_per_s").get<double>() : rates[rates.size() / 2];
-  } catch (const std::exception&) {
-    m.error = fmt::format("train exited {} without a result: {}", status, Tail(out));
+  auto rate = TrainChildSamplesPerSecond(words);
+  if (rate.ok()) {
+    m.samples_per_s = rate.value();
+  } else {
+    m.error = rate.status().message();
   }
   return m;
 }
@@ -255,7 +246,7 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
                   << std::flush;
         const auto [out, status] = RunChild({"bench", "topology", "--comm", comm, "--world-size", std::to_string(n),
                                              "-o", flags.topology});
-        if (status != 0) return fail("bench topology failed: " + Tail(out), kExitFailure);
+        if (status != 0) return fail("bench topology failed: " + OutputTail(out), kExitFailure);
       }
       if (Status st = FillPlannerRequest(flags, n, 0, &req); !st.ok()) return fail(st.message());
       auto workload = PlannerWorkload(flags, req.tables, &synthetic.value(), batch);

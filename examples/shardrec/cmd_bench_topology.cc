@@ -63,21 +63,12 @@ StatusOr<double> MeasureSecondsPerTable(const std::string& optimizer, int rounds
   constexpr int kTables = 32;
   constexpr int64_t kBatch = 512, kSteps = 120;
   auto step_seconds = [&](const std::string& tables, const std::string& pooling) -> StatusOr<double> {
-    const auto [out, status] =
-        RunChild({"train", "--comm", "local", "--world-size", "1", "--tables", tables, "--pooling-factor", pooling,
-                  "--batch", std::to_string(kBatch), "--steps", std::to_string(kSteps), "--optimizer", optimizer,
-                  "--json"});
-    try {
-      const auto j = nlohmann::json::parse(LastJsonLine(out));
-      std::vector<double> rates = j.at("step_samples_per_s").get<std::vector<double>>();
-      rates.erase(rates.begin(), rates.begin() + static_cast<long>(rates.size() / 5));  // warm-up
-      if (rates.empty()) throw std::runtime_error("no steps");
-      std::sort(rates.begin(), rates.end());
-      return static_cast<double>(kBatch) / rates[rates.size() / 2];
-    } catch (const std::exception&) {
-      return Status(SR_INTERNAL, fmt::format("train exited {} without a result: {}", status,
-                                             out.substr(out.size() > 400 ? out.size() - 400 : 0)));
-    }
+    SR_ASSIGN_OR_RETURN(const double rate,
+                        TrainChildSamplesPerSecond({"train", "--comm", "local", "--world-size", "1", "--tables", tables,
+                                                    "--pooling-factor", pooling, "--batch", std::to_string(kBatch),
+                                                    "--steps", std::to_string(kSteps), "--optimizer", optimizer,
+                                                    "--json"}));
+    return static_cast<double>(kBatch) / rate;
   };
   std::vector<double> many, one;
   for (int r = 0; r < rounds; ++r) {
@@ -199,6 +190,11 @@ int RunBenchTopology(const std::vector<std::string>& args) {
     auto ref = session.registry.Find(SR_KIND_KERNEL, name);
     if (!ref.ok()) return fail(ref.status().message());
     if (Status st = CheckKernelsUsable(session.registry, {name}, spec->optimizer); !st.ok()) return fail(st.message());
+    OptionList kernel_options = session.plugin_options.For("kernel", name);
+    const auto declared = ref->StringListAttribute("options");
+    if (declared && std::find(declared->begin(), declared->end(), "threads") != declared->end()) {
+      kernel_options.Set("threads", std::to_string(threads));
+    }
     // [0]: a table that goes to memory, [1]: one that stays in the cache.
     double fwd[2][2] = {}, bwd[2][2] = {};
     const int64_t dims[2] = {16, 128};
@@ -215,11 +211,7 @@ int RunBenchTopology(const std::vector<std::string>& args) {
         c.threads = threads;
         c.min_time = min_time;
         c.reps = 3;
-        c.kernel_options = session.plugin_options.For("kernel", name);
-        const auto declared = ref->StringListAttribute("options");
-        if (declared && std::find(declared->begin(), declared->end(), "threads") != declared->end()) {
-          c.kernel_options.Set("threads", std::to_string(threads));
-        }
+        c.kernel_options = kernel_options;
         if (!g.json) {
           std::cerr << fmt::format("[bench topology] kernel {}: {} rows x {} columns...\n", name, c.rows, dims[i]);
         }

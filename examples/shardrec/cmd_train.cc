@@ -58,8 +58,7 @@ struct TrainFlags {
   uint64_t seed = 0;
   bool verify = false, no_fast_paths = false;
   std::string pipeline = "auto";
-  PipelineMode pipeline_mode = PipelineMode::kSparseDist;  // when !pipeline_auto
-  bool pipeline_auto = false;
+  PipelineMode pipeline_mode = PipelineMode::kSparseDist;  // unless --pipeline auto
   std::string comm_name;  // --comm, for auto
   std::string qcomm;  // --qcomm, as given
   double tolerance = 1e-5;
@@ -160,14 +159,13 @@ StatusOr<double> MeanOverRanks(const ProcessGroup& group, double value) {
   return sum / static_cast<double>(all.size());
 }
 
-// One rank's job. Errors are returned; rank 0 prints them.
 // --pipeline auto: overlap the input dist where a wire is in between (Gloo
 // over TCP, between hosts, NCCL). Ranks that share this host's memory
 // (threads with `local`, processes with Gloo's shared-memory transport) copy
 // on the cores the step needs: nothing to hide, and the pipeline's thread
 // costs (docs/pipeline.md). Decided per job from where its ranks are.
 PipelineMode PipelineFor(const TrainFlags& f, const ProcessGroup& group, const HostSession& session) {
-  if (!f.pipeline_auto) return f.pipeline_mode;
+  if (f.pipeline != "auto") return f.pipeline_mode;
   bool shared_memory = f.comm_name == "local";
   if (f.comm_name == "gloo" && group.local_world_size() == group.world_size()) {
     // comm.gloo.transport=auto (or shm) takes shared memory on one host.
@@ -179,6 +177,7 @@ PipelineMode PipelineFor(const TrainFlags& f, const ProcessGroup& group, const H
   return shared_memory ? PipelineMode::kNone : PipelineMode::kSparseDist;
 }
 
+// One rank's job. Errors are returned; rank 0 prints them.
 StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& session, const TrainFlags& f,
                                const std::vector<EmbeddingTableConfig>& tables, const SyntheticData& data,
                                const ShardingPlan& plan, const ManagedCollisionConfigs& managed,
@@ -1002,11 +1001,9 @@ int RunTrain(const std::vector<std::string>& args) {
   if (f.reset_optimizer && f.resume.empty()) return fail("--reset-optimizer needs --resume");
   // auto is resolved per job once its ranks are placed (PipelineFor).
   f.comm_name = comm.comm;
-  if (f.pipeline == "auto") {
-    f.pipeline_auto = true;
-  } else if (auto mode = ParsePipelineMode(f.pipeline); !mode.ok()) {
-    return fail("--pipeline: " + mode.status().message() + " (or auto)");
-  } else {
+  if (f.pipeline != "auto") {
+    auto mode = ParsePipelineMode(f.pipeline);
+    if (!mode.ok()) return fail("--pipeline: " + mode.status().message() + " (or auto)");
     f.pipeline_mode = mode.value();
   }
   if (auto chunk = ParseByteSize(f.checkpoint_chunk); !chunk.ok() || chunk.value() <= 0) {

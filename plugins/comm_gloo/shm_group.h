@@ -53,8 +53,6 @@ class ShmGroup {
   // `timeout_ms`. After a failure the group refuses further collectives.
   void Run(const sdk::Collective& c, int64_t timeout_ms, const Blame& blame);
 
-  size_t region_bytes() const { return region_bytes_; }
-
  private:
   struct Control;   // per rank: arrival counter, departure flag, arguments
   struct Header;    // the segment's first bytes: layout and the shared bell
