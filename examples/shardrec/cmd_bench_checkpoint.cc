@@ -1,9 +1,11 @@
 // `shardrec bench checkpoint`: save and load throughput of one table, row-
-// wise over ranks as threads, against a probe run in the same process: each
-// rank writing (then reading) the same number of bytes sequentially to a
-// file of its own, in the same chunks, with the same fsync. The ratio to the
-// probe is what survives a noisy disk. Also the peak extra resident memory
-// of the save and of the load: bounded by the chunk size, not the table.
+// wise over ranks as threads, against probes run in the same process: each
+// rank writing the same number of bytes sequentially to a file of its own
+// (in the same pieces, with the same fsync; once before the save and once
+// after the loads), and reading them back into memory the size of the
+// bytes. The ratio to the probe is what survives a noisy disk. Also the
+// peak extra resident memory of the save and of the load: bounded by the
+// chunk size, not the table.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -36,11 +39,13 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The probe: `bytes` written sequentially in `chunk` pieces to a new file, fsynced; then read back.
+// The write probe: `bytes` written sequentially to a new file, fsynced.
 Status ProbeWrite(const fs::path& path, int64_t bytes, int64_t chunk) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return InternalError(path.string() + ": cannot create");
-  std::vector<char> buf(static_cast<size_t>(std::min(chunk, bytes)), 1);
+  // Writes of at most 1 MiB, as the save makes them: a buffer that stays in
+  // the cache, so the probe writes at its best.
+  std::vector<char> buf(static_cast<size_t>(std::min({chunk, bytes, kCheckpointPieceBytes})), 1);
   for (int64_t done = 0; done < bytes;) {
     const ssize_t n = ::write(fd, buf.data(), static_cast<size_t>(std::min<int64_t>(bytes - done, static_cast<int64_t>(buf.size()))));
     if (n <= 0) {
@@ -56,13 +61,25 @@ Status ProbeWrite(const fs::path& path, int64_t bytes, int64_t chunk) {
 
 // Reads of 1 MiB: from the page cache they run twice as fast as reads of
 // 64 MiB (whose buffer misses the cache), so the probe reads at its best.
-Status ProbeRead(const fs::path& path, int64_t chunk) {
+// With `into` (memory the size of the file, touched beforehand) the bytes
+// land there one after another, as a load must leave them in a table's
+// memory; without it every read reuses one 1 MiB buffer, which stays in the
+// cache: the page cache's own speed, writing nothing to memory.
+Status ProbeRead(const fs::path& path, int64_t chunk, std::span<char> into = {}) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return InternalError(path.string() + ": cannot open");
-  std::vector<char> buf(static_cast<size_t>(std::min<int64_t>(chunk, int64_t{1} << 20)));
+  const int64_t piece = std::min(chunk, kCheckpointPieceBytes);
+  std::vector<char> buf(into.empty() ? static_cast<size_t>(piece) : 0);
+  const auto limit = static_cast<int64_t>(into.size());
   int64_t offset = 0;
   ssize_t n = 0;
-  while ((n = ::pread(fd, buf.data(), buf.size(), offset)) > 0) offset += n;
+  do {
+    char* out = into.empty() ? buf.data() : into.data() + offset;
+    const int64_t want = into.empty() ? piece : std::min(piece, limit - offset);
+    if (want <= 0) break;
+    n = ::pread(fd, out, static_cast<size_t>(want), offset);
+    offset += std::max<ssize_t>(n, 0);
+  } while (n > 0);
   ::close(fd);
   return n < 0 ? InternalError(path.string() + ": read failed") : Status::Ok();
 }
@@ -88,7 +105,10 @@ struct LoadFigures {
 };
 
 struct Figures {
-  double probe_write = 0, save = 0, probe_read = 0, probe_read_cold = 0;  // seconds, the slowest rank's
+  // Seconds, the slowest rank's. probe_read: into memory the size of the
+  // bytes (the load's reference); probe_scan: through one small buffer.
+  // probe_write: the mean of probe_write_before and _after the save.
+  double probe_write_before = 0, probe_write_after = 0, probe_write = 0, save = 0, probe_read = 0, probe_read_cold = 0, probe_scan = 0, probe_scan_cold = 0;
   LoadFigures first, as_read;  // checksums before loading, and as the bytes are read
   int64_t bytes = 0, save_extra_rss = 0, table_rss = 0;
 };
@@ -102,7 +122,7 @@ constexpr const char* kAsReadWhat = "checksums as the rows are read: train --res
 int RunBenchCheckpoint(const std::vector<std::string>& args) {
   GlobalOptions g;
   CommFlags comm;
-  std::string size_text = "1GiB", chunk_text = "64MiB", dir_text;
+  std::string size_text = "1GiB", chunk_text = "1MiB", dir_text;
   int64_t dim = 128;
   po::options_description desc("bench checkpoint options");
   AddGlobalOptions(desc, &g);
@@ -110,14 +130,15 @@ int RunBenchCheckpoint(const std::vector<std::string>& args) {
   desc.add_options()("table-size", po::value(&size_text)->default_value(size_text),
                      "bytes of the one fp32 table (weights only: optimizer sgd), e.g. 4GiB")(
       "dim", po::value(&dim)->default_value(dim), "columns of the table")(
-      "chunk", po::value(&chunk_text)->default_value(chunk_text), "checkpoint chunk size (and the probe's)")(
+      "chunk", po::value(&chunk_text)->default_value(chunk_text), "checkpoint chunk size (--checkpoint-chunk; the probes use the same pieces)")(
       "dir", po::value(&dir_text), "where to write (default: a fresh directory under $TMPDIR; removed afterwards)");
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("bench checkpoint", args, desc, nullptr, &vm, &code,
-             "\n\nSaves and loads one table, row-wise over the ranks, against a probe that writes and reads the\n"
-             "same bytes sequentially in the same process (same chunks, fsync): prints the throughput ratios\n"
-             "(aim >= 0.8) and the peak extra resident memory of a save and of a load.\n\n"
+             "\n\nSaves and loads one table, row-wise over the ranks, against probes that write the same bytes\n"
+             "sequentially in the same process (same pieces, fsync; before the save and after the loads) and\n"
+             "read them back into memory the size of the bytes: prints the throughput ratios (aim >= 0.8),\n"
+             "hot and from disk, and the peak extra resident memory of a save and of a load.\n\n"
              "examples:\n"
              "  shardrec bench checkpoint                          # 1 GiB on 2 ranks as threads\n"
              "  shardrec bench checkpoint --table-size 4GiB --world-size 2 --json")) {
@@ -182,7 +203,7 @@ int RunBenchCheckpoint(const std::vector<std::string>& args) {
         return Status::Ok();
       };
       const fs::path probe = dir / fmt::format("probe.{}", group.rank());
-      SR_RETURN_IF_ERROR(timed([&] { return ProbeWrite(probe, mine, chunk.value()); }, &fig.probe_write));
+      SR_RETURN_IF_ERROR(timed([&] { return ProbeWrite(probe, mine, chunk.value()); }, &fig.probe_write_before));
       int64_t rss_before = 0;
       auto reset_peak = [&]() -> Status {
         SR_RETURN_IF_ERROR(group.Barrier());
@@ -200,7 +221,14 @@ int RunBenchCheckpoint(const std::vector<std::string>& args) {
       save.chunk_bytes = chunk.value();
       SR_RETURN_IF_ERROR(timed([&] { return SaveCheckpoint(tables, save).status(); }, &fig.save));
       if (lead) fig.save_extra_rss = PeakRssBytes() - rss_before;
-      SR_RETURN_IF_ERROR(timed([&] { return ProbeRead(probe, chunk.value()); }, &fig.probe_read));
+      // The read probe's destination is allocated and touched outside the
+      // timing, as the table's memory is before a load, and freed after.
+      auto probe_into = [&](auto time_it, double* seconds) -> Status {
+        std::vector<char> into(static_cast<size_t>(mine), 1);
+        return time_it([&] { return ProbeRead(probe, chunk.value(), into); }, seconds);
+      };
+      SR_RETURN_IF_ERROR(timed([&] { return ProbeRead(probe, chunk.value()); }, &fig.probe_scan));
+      SR_RETURN_IF_ERROR(probe_into(timed, &fig.probe_read));
       // Each way of loading, hot (the bytes were just written or read) and
       // with the files dropped from the page cache first: from disk. The
       // hot load of each way follows a save or a load, never a drop.
@@ -220,8 +248,19 @@ int RunBenchCheckpoint(const std::vector<std::string>& args) {
         if (lead) lf.extra_rss = PeakRssBytes() - rss_before;
         SR_RETURN_IF_ERROR(cold([&] { return LoadCheckpoint(tables, load).status(); }, &lf.cold));
       }
-      SR_RETURN_IF_ERROR(cold([&] { return ProbeRead(probe, chunk.value()); }, &fig.probe_read_cold));
+      SR_RETURN_IF_ERROR(cold([&] { return ProbeRead(probe, chunk.value()); }, &fig.probe_scan_cold));
+      SR_RETURN_IF_ERROR(probe_into(cold, &fig.probe_read_cold));
+      // The write probe again, after the save and the loads (so that its
+      // pages never push the checkpoint's out of the page cache before a
+      // hot load): this machine's disk writes at 0.5-3 GB/s from one minute
+      // to the next, so the save is compared with the mean of a probe on
+      // either side of it.
+      const fs::path probe_after = dir / fmt::format("probe.{}.after", group.rank());
+      SR_RETURN_IF_ERROR(timed([&] { return ProbeWrite(probe_after, mine, chunk.value()); }, &fig.probe_write_after));
+      std::error_code removed;
+      fs::remove(probe_after, removed);
       if (lead) {
+        fig.probe_write = (fig.probe_write_before + fig.probe_write_after) / 2;
         fig.bytes = 0;
         for (const auto& s : plan.tables[0].placement.shards) fig.bytes += s.num_rows * s.num_cols * 4;
       }
@@ -241,13 +280,20 @@ int RunBenchCheckpoint(const std::vector<std::string>& args) {
   const double save_ratio = fig.probe_write / fig.save;
   if (g.json) {
     auto load_json = [&](const LoadFigures& lf) {
-      return nlohmann::json{{"load_s", lf.hot}, {"load_vs_probe", fig.probe_read / lf.hot}, {"load_cold_s", lf.cold},
-                            {"load_cold_vs_probe", fig.probe_read_cold / lf.cold}, {"extra_peak_rss_bytes", lf.extra_rss}};
+      return nlohmann::json{{"load_s", lf.hot},
+                            {"load_vs_probe", fig.probe_read / lf.hot},
+                            {"load_vs_scan", fig.probe_scan / lf.hot},
+                            {"load_cold_s", lf.cold},
+                            {"load_cold_vs_probe", fig.probe_read_cold / lf.cold},
+                            {"load_cold_vs_scan", fig.probe_scan_cold / lf.cold},
+                            {"extra_peak_rss_bytes", lf.extra_rss}};
     };
     std::cout << nlohmann::json{{"bytes", fig.bytes}, {"world_size", comm.world_size}, {"chunk_bytes", chunk.value()},
-                                {"probe_write_s", fig.probe_write}, {"save_s", fig.save}, {"save_vs_probe", save_ratio},
+                                {"probe_write_s", fig.probe_write},
+                                {"probe_write_before_s", fig.probe_write_before}, {"probe_write_after_s", fig.probe_write_after}, {"save_s", fig.save}, {"save_vs_probe", save_ratio},
                                 {"save_extra_peak_rss_bytes", fig.save_extra_rss}, {"probe_read_s", fig.probe_read},
-                                {"probe_read_cold_s", fig.probe_read_cold}, {"load_checksums_first", load_json(fig.first)},
+                                {"probe_read_cold_s", fig.probe_read_cold}, {"probe_scan_s", fig.probe_scan},
+                                {"probe_scan_cold_s", fig.probe_scan_cold}, {"load_checksums_first", load_json(fig.first)},
                                 {"load_checksums_as_read", load_json(fig.as_read)}, {"table_rss_bytes", fig.table_rss}}
                      .dump()
               << "\n";
@@ -255,22 +301,27 @@ int RunBenchCheckpoint(const std::vector<std::string>& args) {
   }
   std::cout << fmt::format(
       "checkpoint of one {} table ({} rows x {}), row-wise on {} ranks as threads, chunks of {}:\n"
-      "  save  {:.2f} s, {:.2f} GB/s; probe write + fsync {:.2f} s, {:.2f} GB/s; save / probe {:.2f} (aim >= 0.8); "
-      "extra peak memory {}\n"
-      "  probe read {:.2f} s, {:.2f} GB/s with the page cache hot; {:.2f} s, {:.2f} GB/s with the files dropped from "
-      "it first (from disk)\n",
+      "  save  {:.2f} s, {:.2f} GB/s; probe write + fsync {:.2f} s, {:.2f} GB/s (the mean of {:.2f} s before the save "
+      "and {:.2f} s after); save / probe {:.2f} (aim >= 0.8); extra peak memory {}\n"
+      "  probe read into memory the size of the bytes (the least a load does): hot {:.2f} s, {:.2f} GB/s; "
+      "disk {:.2f} s, {:.2f} GB/s\n"
+      "  scan: the same reads through one 1 MiB buffer (the page cache's speed; nothing lands in memory): "
+      "hot {:.2f} s, {:.2f} GB/s; disk {:.2f} s, {:.2f} GB/s\n"
+      "  (hot: the bytes were just written or read; disk: the files were dropped from the page cache first)\n",
       FormatByteSize(fig.bytes), rows, dim, comm.world_size, FormatByteSize(chunk.value()), fig.save, gb / fig.save,
-      fig.probe_write, gb / fig.probe_write, save_ratio, FormatByteSize(fig.save_extra_rss), fig.probe_read,
-      gb / fig.probe_read, fig.probe_read_cold, gb / fig.probe_read_cold);
+      fig.probe_write, gb / fig.probe_write, fig.probe_write_before, fig.probe_write_after, save_ratio, FormatByteSize(fig.save_extra_rss), fig.probe_read,
+      gb / fig.probe_read, fig.probe_read_cold, gb / fig.probe_read_cold, fig.probe_scan, gb / fig.probe_scan,
+      fig.probe_scan_cold, gb / fig.probe_scan_cold);
   for (const bool first : {true, false}) {
     const LoadFigures& lf = first ? fig.first : fig.as_read;
     std::cout << fmt::format(
         "  load, {}:\n"
-        "    hot   {:.2f} s, {:.2f} GB/s; load / probe {:.2f} (aim >= 0.8)\n"
-        "    disk  {:.2f} s, {:.2f} GB/s; load / probe {:.2f} (aim >= 0.8)\n"
+        "    hot   {:.2f} s, {:.2f} GB/s; load / probe {:.2f} (aim >= 0.8); load / scan {:.2f}\n"
+        "    disk  {:.2f} s, {:.2f} GB/s; load / probe {:.2f} (aim >= 0.8); load / scan {:.2f}\n"
         "    extra peak memory {}\n",
-        first ? kFirstWhat : kAsReadWhat, lf.hot, gb / lf.hot, fig.probe_read / lf.hot, lf.cold, gb / lf.cold,
-        fig.probe_read_cold / lf.cold, FormatByteSize(lf.extra_rss));
+        first ? kFirstWhat : kAsReadWhat, lf.hot, gb / lf.hot, fig.probe_read / lf.hot, fig.probe_scan / lf.hot,
+        lf.cold, gb / lf.cold, fig.probe_read_cold / lf.cold, fig.probe_scan_cold / lf.cold,
+        FormatByteSize(lf.extra_rss));
   }
   std::cout << fmt::format("  the table itself: {}\n", FormatByteSize(fig.table_rss));
   return kExitOk;

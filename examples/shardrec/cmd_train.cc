@@ -65,7 +65,7 @@ struct TrainFlags {
   std::vector<std::string> managed_collision;  // TABLE:SPEC
   int64_t raw_id_space = 0;                    // 0: 10 x the rows of each managed table
   // Checkpoints (docs/checkpoints.md).
-  std::string checkpoint_dir, resume, checkpoint_chunk = "64MiB";
+  std::string checkpoint_dir, resume, checkpoint_chunk = "1MiB";
   int64_t save_every = 0, keep_last = 0, chunk_bytes = kDefaultCheckpointChunkBytes;
   bool reset_optimizer = false;
   ModelFlags model;  // --model (docs/models.md)
@@ -962,7 +962,8 @@ int RunTrain(const std::vector<std::string>& args) {
        "with --resume: load the weights only and start the optimizer afresh (needed when --optimizer differs "
        "from the checkpoint's)")
       ("checkpoint-chunk", po::value(&f.checkpoint_chunk)->default_value(f.checkpoint_chunk),
-       "rows are saved and loaded in chunks of about this many bytes per rank: the extra memory a save or load takes");
+       "rows are saved and loaded in pieces of at most this many bytes per rank, and of at most 1 MiB (larger pieces leave "
+       "the CPU cache and are slower): a smaller value bounds the extra memory of a save or load further");
   AddModelOptions(desc, &f.model);
   AddClickDataOptions(desc, &f.click);
   AddPlannerOptions(desc, &f.planner_flags, /*with_hosts=*/false);

@@ -75,10 +75,6 @@ struct OpenFile {
   int64_t hashed_to = 0;
 };
 
-// Reads and hashes in pieces this size, so that the hash (and the copy into
-// the table after it) find the bytes still in the cache.
-constexpr int64_t kHashPieceBytes = int64_t{1} << 20;
-
 class PartLoader {
  public:
   // hash_while_reading: see CheckpointLoadRequest::verify_before_loading.
@@ -118,7 +114,7 @@ class PartLoader {
     // Rows go through a buffer of at most 1 MiB (or the chunk size, when
     // smaller), which stays in the cache from the read to the copy into the
     // table: a 64 MiB buffer took 1.5x as long with the page cache hot.
-    const int64_t buffer_bytes = std::min(chunk_bytes_, kHashPieceBytes);
+    const int64_t buffer_bytes = std::min(chunk_bytes_, kCheckpointPieceBytes);
     const int64_t chunk = std::clamp<int64_t>(buffer_bytes / std::max<int64_t>(row_bytes, 1), 1, part.rows);
     std::vector<int64_t> local(static_cast<size_t>(chunk)), global(static_cast<size_t>(chunk));
     // One chunk's buffers for the whole part: a fresh allocation per chunk
@@ -259,7 +255,7 @@ class PartLoader {
       return file->handle.ReadAt(out, static_cast<size_t>(size), offset);
     }
     for (int64_t done = 0; done < size;) {
-      const int64_t piece = std::min(kHashPieceBytes, size - done);
+      const int64_t piece = std::min(kCheckpointPieceBytes, size - done);
       SR_RETURN_IF_ERROR(file->handle.ReadAt(out + done, static_cast<size_t>(piece), offset + done));
       file->hash->Update(out + done, static_cast<size_t>(piece));
       done += piece;

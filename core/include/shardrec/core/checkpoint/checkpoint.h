@@ -3,8 +3,8 @@
 // plan, any world size and any sharder, self-routing plugins included.
 //
 // Saving is collective and bounded: every rank streams the rows it owns
-// (data-parallel replicas once, by one rank) to .npy files in chunks of
-// `chunk_bytes`, hashing as it writes, and fsyncs them; rank 0 then writes
+// (data-parallel replicas once, by one rank) to .npy files in pieces of
+// at most `chunk_bytes` (and 1 MiB), hashing as it writes, and fsyncs them; rank 0 then writes
 // the manifest and publishes the directory with one rename. Until that
 // rename the checkpoint is a hidden ".partial.PID-step-N" directory that
 // nothing loads; a crash at any moment leaves the previous checkpoints as
@@ -32,7 +32,12 @@
 
 namespace shardrec {
 
-inline constexpr int64_t kDefaultCheckpointChunkBytes = int64_t{64} << 20;
+// Rows are saved and loaded in pieces of at most this many bytes per rank,
+// whatever chunk_bytes says: larger pieces leave the CPU cache between the
+// kernel's copy, the hash and the file, and are slower. A smaller
+// chunk_bytes bounds a save's or load's extra memory further.
+inline constexpr int64_t kCheckpointPieceBytes = int64_t{1} << 20;
+inline constexpr int64_t kDefaultCheckpointChunkBytes = kCheckpointPieceBytes;
 
 // A model's dense parameters and their optimizer, replicated on every rank:
 // saved once, by rank 0; loaded by every rank (docs/checkpoints.md).
