@@ -377,6 +377,27 @@ StatusOr<std::shared_ptr<PluginLibrary>> PluginLibrary::Load(const std::filesyst
   return lib;
 }
 
+namespace {
+const sr_named_value* FindAttribute(const sr_component* component, std::string_view name, int32_t type) {
+  const sr_named_value_list& attrs = component->attributes;
+  for (size_t i = 0; i < attrs.count; ++i) {
+    const sr_named_value& v = attrs.values[i];
+    if (v.name != nullptr && name == v.name && v.type == type) return &v;
+  }
+  return nullptr;
+}
+}  // namespace
+
+std::optional<int64_t> ComponentRef::Int64Attribute(std::string_view name) const {
+  const sr_named_value* v = FindAttribute(component, name, SR_VALUE_INT64);
+  return v ? std::optional<int64_t>(v->value.int64_value) : std::nullopt;
+}
+
+std::optional<bool> ComponentRef::BoolAttribute(std::string_view name) const {
+  const sr_named_value* v = FindAttribute(component, name, SR_VALUE_BOOL);
+  return v ? std::optional<bool>(v->value.int64_value != 0) : std::nullopt;
+}
+
 std::optional<std::vector<std::string>> ComponentRef::StringListAttribute(std::string_view name) const {
   const sr_named_value_list& attrs = component->attributes;
   for (size_t i = 0; i < attrs.count; ++i) {

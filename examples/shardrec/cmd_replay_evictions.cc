@@ -25,9 +25,12 @@ namespace {
 
 struct PolicyRun {
   ResolvedPolicy policy;
+  EvictionMode mode = EvictionMode::kFast;
+  bool incremental = false;  // the round the module ran (fast falls back to exact for some policies)
   ManagedCollisionConfig config;
   ReplayResult result;
   int64_t bytes = 0;
+  std::string Label() const { return policy.name + (mode == EvictionMode::kExact ? " exact" : ""); }
 };
 
 int64_t DistinctIds(std::vector<int64_t> ids) {
@@ -52,24 +55,36 @@ nlohmann::json CountsJson(const ReplayCounts& c) {
 
 void PrintTable(const std::vector<PolicyRun>& runs) {
   size_t width = 6;
-  for (const auto& r : runs) width = std::max(width, r.policy.name.size());
-  std::printf("%-*s %9s %9s %9s %9s %9s %11s %11s %11s %17s %9s\n", static_cast<int>(width), "policy", "hit rate",
-              "warm hit", "resident", "warm res", "default", "admissions", "evictions", "refusals", "occupancy",
-              "ids/s");
+  for (const auto& r : runs) width = std::max(width, r.Label().size());
+  std::printf("%-*s %-11s %9s %9s %9s %9s %9s %11s %11s %11s %17s %9s\n", static_cast<int>(width), "policy", "round",
+              "hit rate", "warm hit", "resident", "warm res", "default", "admissions", "evictions", "refusals",
+              "occupancy", "ids/s");
   for (const auto& r : runs) {
     const ManagedCollisionStats& t = r.result.total.stats;
     const ReplayCounts& w = r.result.warm;
     const bool warm = w.stats.lookups > 0;
     const std::string occupancy = fmt::format("{}/{} {:.0f}%", t.occupied, t.capacity, 100.0 * t.occupancy());
-    std::printf("%-*s %9s %9s %9s %9s %9s %11lld %11lld %11lld %17s %9s\n", static_cast<int>(width),
-                r.policy.name.c_str(), Percent(t.hit_rate()).c_str(), warm ? Percent(w.stats.hit_rate()).c_str() : "-",
+    std::printf("%-*s %-11s %9s %9s %9s %9s %9s %11lld %11lld %11lld %17s %9s\n", static_cast<int>(width),
+                r.Label().c_str(), r.incremental ? "incremental" : "exact", Percent(t.hit_rate()).c_str(), warm ? Percent(w.stats.hit_rate()).c_str() : "-",
                 Percent(r.result.total.resident_rate()).c_str(), warm ? Percent(w.resident_rate()).c_str() : "-",
                 Percent(t.default_rate()).c_str(), static_cast<long long>(t.admissions),
                 static_cast<long long>(t.evictions), static_cast<long long>(t.refusals), occupancy.c_str(),
                 Rate(IdsPerSecond(r.result)).c_str());
   }
   for (const auto& r : runs) {
-    if (r.policy.given != r.policy.name) std::printf("(%s: from %s)\n", r.policy.name.c_str(), r.policy.library.c_str());
+    if (r.policy.given != r.policy.name && r.mode == EvictionMode::kFast) {
+      std::printf("(%s: from %s)\n", r.policy.name.c_str(), r.policy.library.c_str());
+    }
+  }
+  // --eviction-mode both: each policy's fast round against its exact one.
+  for (const auto& f : runs) {
+    for (const auto& e : runs) {
+      if (f.mode != EvictionMode::kFast || e.mode != EvictionMode::kExact || f.policy.name != e.policy.name) continue;
+      std::printf("%s: fast - exact hit rate %+.2f points, %.1fx the ids/s%s\n", f.policy.name.c_str(),
+                  100.0 * (f.result.total.stats.hit_rate() - e.result.total.stats.hit_rate()),
+                  IdsPerSecond(e.result) > 0 ? IdsPerSecond(f.result) / IdsPerSecond(e.result) : 0.0,
+                  f.incremental ? "" : " (this policy runs the exact round in both)");
+    }
   }
 }
 
@@ -77,7 +92,7 @@ void PrintTable(const std::vector<PolicyRun>& runs) {
 
 int RunReplayEvictions(const std::vector<std::string>& args) {
   GlobalOptions g;
-  std::string ids_file, policy_list = "lru,lfu,distance_lfu", threshold = "none";
+  std::string ids_file, policy_list = "lru,lfu,distance_lfu", threshold = "none", mode_text = "fast";
   int64_t capacity = 0, batch = 4096, interval = 1;
   po::options_description desc("replay-evictions options");
   AddGlobalOptions(desc, &g);
@@ -95,7 +110,10 @@ int RunReplayEvictions(const std::vector<std::string>& args) {
       ("eviction-interval", po::value(&interval)->default_value(interval), "training steps between eviction rounds")
       ("threshold", po::value(&threshold)->default_value(threshold),
        "admission filter of each round: none, average (an id must be seen more often than the window's mean), "
-       "dynamic (more than 10 x the mean)");
+       "dynamic (more than 10 x the mean)")
+      ("eviction-mode", po::value(&mode_text)->default_value(mode_text),
+       "fast (the incremental round where the policy allows it), exact (TorchRec's round), or both: every "
+       "policy twice, and how far the fast round's hit rate is from the exact one's");
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("replay-evictions", args, desc, nullptr, &vm, &code,
@@ -130,6 +148,11 @@ int RunReplayEvictions(const std::vector<std::string>& args) {
   else if (threshold == "average") base.threshold = ThresholdFilter::kAverage;
   else if (threshold == "dynamic") base.threshold = ThresholdFilter::kDynamic;
   else return usage("--threshold '" + threshold + "': expected none, average or dynamic");
+  std::vector<EvictionMode> modes;
+  if (mode_text == "fast") modes = {EvictionMode::kFast};
+  else if (mode_text == "exact") modes = {EvictionMode::kExact};
+  else if (mode_text == "both") modes = {EvictionMode::kFast, EvictionMode::kExact};
+  else return usage("--eviction-mode '" + mode_text + "': expected fast, exact or both");
   const std::vector<std::string> policies = SplitPolicies(policy_list);
   if (policies.empty()) return usage("--policy names no policy");
   for (size_t i = 0; i < policies.size(); ++i) {
@@ -142,9 +165,11 @@ int RunReplayEvictions(const std::vector<std::string>& args) {
   for (const std::string& file : PolicyLibraries(policies)) g.plugins.push_back(file);
   HostSession session;
   if (!OpenSession("replay-evictions", g, {SR_KIND_EVICTION}, &session)) return kExitUsage;
-  std::vector<PolicyRun> runs(policies.size());
-  for (size_t i = 0; i < policies.size(); ++i) {
-    if (!ResolvePolicy("replay-evictions", session, policies[i], &runs[i].policy, &code)) return code;
+  std::vector<PolicyRun> runs;
+  for (const std::string& given : policies) {
+    ResolvedPolicy policy;
+    if (!ResolvePolicy("replay-evictions", session, given, &policy, &code)) return code;
+    for (EvictionMode mode : modes) runs.push_back(PolicyRun{policy, mode});
   }
 
   auto stream = ReadIdStream(ids_file);
@@ -163,11 +188,11 @@ int RunReplayEvictions(const std::vector<std::string>& args) {
   const double max_resident = 1.0 - static_cast<double>(distinct) / static_cast<double>(n);
   if (!g.json) {
     std::printf("replay-evictions: %lld ids (%lld distinct) from %s; capacity %lld slots (zch_size %lld), steps of "
-                "%lld ids, a round every %lld step(s), threshold %s\n"
+                "%lld ids, a round every %lld step(s), threshold %s, eviction mode %s\n"
                 "no policy can keep more than %s resident here (an id's first access finds no slot)\n",
                 static_cast<long long>(n), static_cast<long long>(distinct), ids_file.c_str(),
                 static_cast<long long>(capacity), static_cast<long long>(base.zch_size), static_cast<long long>(batch),
-                static_cast<long long>(interval), threshold.c_str(), Percent(max_resident).c_str());
+                static_cast<long long>(interval), threshold.c_str(), mode_text.c_str(), Percent(max_resident).c_str());
     std::fflush(stdout);
   }
 
@@ -175,6 +200,7 @@ int RunReplayEvictions(const std::vector<std::string>& args) {
     run.config = base;
     run.config.policy = run.policy.name;
     run.config.policy_options = run.policy.options;
+    run.config.eviction_mode = run.mode;
     std::optional<MchManagedCollisionModule> module;
     try {
       auto made = MchManagedCollisionModule::Create(session.registry, "replay", run.config);
@@ -183,14 +209,15 @@ int RunReplayEvictions(const std::vector<std::string>& args) {
         return kExitFailure;
       }
       module.emplace(std::move(made).value());
+      run.incremental = module->incremental_rounds();
     } catch (const std::bad_alloc&) {
       std::cerr << "shardrec replay-evictions: not enough memory for " << capacity << " slots\n";
       return kExitFailure;
     }
-    Progress progress((n + batch - 1) / batch, !g.json, fmt::format("{:<12} ", run.policy.name), "steps", "ids");
+    Progress progress((n + batch - 1) / batch, !g.json, fmt::format("{:<18} ", run.Label()), "steps", "ids");
     auto result = ReplayStream(*module, ids, batch, [&](int64_t done, double per_s) { progress.Step(done, per_s); });
     if (!result.ok()) {
-      std::cerr << "shardrec replay-evictions: " << run.policy.name << ": " << result.status().message() << "\n";
+      std::cerr << "shardrec replay-evictions: " << run.Label() << ": " << result.status().message() << "\n";
       return kExitFailure;
     }
     run.result = result.value();
@@ -208,6 +235,7 @@ int RunReplayEvictions(const std::vector<std::string>& args) {
                      {"steps", runs.front().result.steps},
                      {"eviction_interval", interval},
                      {"threshold", threshold},
+                     {"eviction_mode", mode_text},
                      {"policies", nlohmann::json::array()}};
     for (const PolicyRun& r : runs) {
       nlohmann::json p = CountsJson(r.result.total);
@@ -215,6 +243,8 @@ int RunReplayEvictions(const std::vector<std::string>& args) {
       p["component"] = r.policy.name;
       p["library"] = r.policy.library;
       p["config"] = ManagedCollisionSpec(r.config);
+      p["eviction_mode"] = EvictionModeName(r.mode);
+      p["round"] = r.incremental ? "incremental" : "exact";
       p["occupied"] = r.result.total.stats.occupied;
       p["capacity"] = r.result.total.stats.capacity;
       p["occupancy"] = r.result.total.stats.occupancy();

@@ -140,6 +140,7 @@ StatusOr<McBenchResult> RunMcBench(const PluginRegistry& registry, const McBench
   config.eviction_interval = E;
   config.policy = c.policy;
   config.policy_options = c.policy_options;
+  config.eviction_mode = c.eviction_mode;
   SR_ASSIGN_OR_RETURN(auto module, MchManagedCollisionModule::Create(registry, "bench", config));
   Bench b(std::move(module), c);
   MchManagedCollisionModule& m = b.module();

@@ -32,6 +32,7 @@ struct McBenchConfig {
   int reps = 5;             // timed calls per phase (best and median reported)
   std::string policy = "lru";
   OptionList policy_options;
+  EvictionMode eviction_mode = EvictionMode::kFast;
 };
 
 struct Figure {

@@ -20,6 +20,7 @@ StatusOr<std::vector<McStreamTenth>> RunMcStream(const PluginRegistry& registry,
   mc.eviction_interval = c.eviction_interval;
   mc.policy = c.policy;
   mc.policy_options = c.policy_options;
+  mc.eviction_mode = c.eviction_mode;
   SR_ASSIGN_OR_RETURN(auto module, MchManagedCollisionModule::Create(registry, "stream", mc));
 
   std::mt19937_64 rng(42);

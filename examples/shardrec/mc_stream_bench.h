@@ -26,6 +26,7 @@ struct McStreamConfig {
   double alpha = 1.1;              // power-law exponent of id popularity (> 1)
   std::string policy = "lru";
   OptionList policy_options;
+  EvictionMode eviction_mode = EvictionMode::kFast;
 };
 
 struct McStreamTenth {

@@ -64,22 +64,34 @@ class Policy {
 };
 
 const char* const kMetadata[] = {"count", "last_access"};
+// incremental: the order of two entries that are not accessed does not
+// change as `now` advances, and an access never lowers a score. True of
+// lru (order by last access) and lfu (by count); not of distance_lfu,
+// whose count / age can reorder two entries as both age.
+const sr_named_value kIncrementalAttributes[] = {
+    shardrec::sdk::StringListAttr("metadata", kMetadata, 2),
+    shardrec::sdk::IntAttr("metadata_columns", 0),
+    shardrec::sdk::BoolAttr("deterministic", true),
+    shardrec::sdk::BoolAttr("thread_safe", true),
+    shardrec::sdk::BoolAttr("incremental", true),
+};
 const sr_named_value kAttributes[] = {
     shardrec::sdk::StringListAttr("metadata", kMetadata, 2),
     shardrec::sdk::IntAttr("metadata_columns", 0),
     shardrec::sdk::BoolAttr("deterministic", true),
     shardrec::sdk::BoolAttr("thread_safe", true),
+    shardrec::sdk::BoolAttr("incremental", false),
 };
 
 const sr_component kComponents[] = {
     shardrec::sdk::Component(SR_KIND_EVICTION, "lru", "1.0",
                              "least recently used: -(now - last_access + 1)^decay_exponent",
                              &shardrec::sdk::EvictionVtable<Policy<Kind::kLru>>(),
-                             shardrec::sdk::List(kAttributes), /*priority=*/10),
+                             shardrec::sdk::List(kIncrementalAttributes), /*priority=*/10),
     shardrec::sdk::Component(SR_KIND_EVICTION, "lfu", "1.0",
                              "least frequently used: lifetime access count",
                              &shardrec::sdk::EvictionVtable<Policy<Kind::kLfu>>(),
-                             shardrec::sdk::List(kAttributes)),
+                             shardrec::sdk::List(kIncrementalAttributes)),
     shardrec::sdk::Component(SR_KIND_EVICTION, "distance_lfu", "1.0",
                              "count / (now - last_access + 1)^decay_exponent",
                              &shardrec::sdk::EvictionVtable<Policy<Kind::kDistanceLfu>>(),

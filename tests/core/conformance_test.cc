@@ -56,5 +56,22 @@ TEST(Conformance, SloppyPluginFails) {
   EXPECT_TRUE(names.count("score refuses a float32 scores tensor"));
 }
 
+// A policy that declares `incremental` but scores -count: an access lowers
+// its score, and the kit says so.
+TEST(Conformance, AFalseIncrementalPromiseFails) {
+  auto checks = Check(Fixture("false_incremental", "eviction", "falseinc"));
+  std::set<std::string> failed, passed;
+  for (const auto& c : checks) (c.result == CheckResult::kFail ? failed : passed).insert(c.check);
+  EXPECT_TRUE(failed.count("incremental: an access never lowers a score")) << checks.size();
+  EXPECT_TRUE(passed.count("incremental: idle entries keep their order at any now"));
+}
+
+TEST(Conformance, BuiltinIncrementalPoliciesKeepTheirPromise) {
+  auto checks = Check(std::filesystem::path(SHARDREC_BUILT_PLUGIN_DIR) / "libshardrec_eviction_builtin.so");
+  size_t promises = 0;
+  for (const auto& c : checks) promises += c.check.rfind("incremental:", 0) == 0 && c.result == CheckResult::kPass;
+  EXPECT_EQ(promises, 2u * 3u) << "lru and lfu, three checks each";
+}
+
 }  // namespace
 }  // namespace shardrec

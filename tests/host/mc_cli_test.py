@@ -143,6 +143,25 @@ with tempfile.TemporaryDirectory() as d:
             "--plugin-opt", "eviction.decayed_lfu.half_life=-1")
     expect("--plugin-opt reaches a policy given by path", r.returncode == 1 and "half_life" in r.stderr,
            r.stdout + r.stderr)
+    # The fast (incremental) round against the exact one (issue 22): every
+    # policy twice; lru and lfu run the incremental round, distance_lfu the
+    # exact one in both; the hit rates within a point.
+    r, j = replay(stream, 300, "--eviction-mode", "both", policies="lru,lfu,distance_lfu")
+    expect("--eviction-mode both runs", j is not None and j["eviction_mode"] == "both", r.stderr)
+    if j:
+        got = [(p["component"], p["eviction_mode"], p["round"]) for p in j["policies"]]
+        expect("each policy fast then exact, with the round it ran", got == [
+            ("lru", "fast", "incremental"), ("lru", "exact", "exact"), ("lfu", "fast", "incremental"),
+            ("lfu", "exact", "exact"), ("distance_lfu", "fast", "exact"), ("distance_lfu", "exact", "exact")], str(got))
+        for fast, exact in zip(j["policies"][0::2], j["policies"][1::2]):
+            name = fast["component"]
+            expect(f"{name}: fast hit rate within a point of exact ({fast['hit_rate']:.4f} vs {exact['hit_rate']:.4f})",
+                   abs(fast["hit_rate"] - exact["hit_rate"]) <= 0.01, str(fast) + str(exact))
+            expect(f"{name}: fast round keeps the spec", "eviction_mode" not in fast["config"] and
+                   "eviction_mode=exact" in exact["config"], fast["config"] + " / " + exact["config"])
+    r = run("replay-evictions", "--ids", stream, "--capacity", "300", "--policy", "lru", "--eviction-mode", "both")
+    expect("text: fast against exact", r.returncode == 0 and "lru: fast - exact hit rate" in r.stdout and
+           "\nlru exact " in r.stdout and "incremental" in r.stdout, r.stdout + r.stderr)
     r, j = replay(stream, 300, "--threshold", "average", policies="lfu")
     expect("--threshold average runs", j is not None and j["threshold"] == "average", r.stderr)
 
@@ -160,6 +179,8 @@ with tempfile.TemporaryDirectory() as d:
     refused("--batch 0", ["--ids", stream, "--capacity", "10", "--batch", "0"], 2, "--batch must be positive")
     refused("bad --threshold", ["--ids", stream, "--capacity", "10", "--threshold", "high"], 2,
             "expected none, average or dynamic")
+    refused("bad --eviction-mode", ["--ids", stream, "--capacity", "10", "--eviction-mode", "quick"], 2,
+            "expected fast, exact or both")
     refused("same policy twice", ["--ids", stream, "--capacity", "10", "--policy", "lru,lru"], 2, "lru twice")
     refused("missing stream", ["--ids", d + "/none.npy", "--capacity", "10"], 1, "none.npy")
     floats = os.path.join(d, "f.npy")

@@ -73,6 +73,7 @@ TEST_F(MchModuleTest, MatchesTheReferenceStepByStep) {
                            : c.threshold == "dynamic" ? ThresholdFilter::kDynamic
                                                       : ThresholdFilter::kNone;
         config.threshold_skew_multiplier = c.skew;
+        config.eviction_mode = EvictionMode::kExact;  // TorchRec's rule, its tie order included
         MchManagedCollisionModule module = Make(config);
         ReferenceMch ref(zch, c.interval,
                          c.policy == "lru"   ? ReferenceMch::Policy::kLru
@@ -115,6 +116,7 @@ TEST_F(MchModuleTest, BucketsAreIndependentReferences) {
   config.buckets = 3;
   config.eviction_interval = 2;
   config.policy = "lfu";
+  config.eviction_mode = EvictionMode::kExact;
   MchManagedCollisionModule module = Make(config);
   std::vector<ReferenceMch> refs(3, ReferenceMch(10, 2, ReferenceMch::Policy::kLfu));
   std::mt19937_64 rng(5);

@@ -1,7 +1,9 @@
 // Conformance checks for eviction policies: creation and option validation,
 // the score contract (one finite-or-minus-infinity score per entry, nothing
 // written past the end, deterministic, bad tensors refused without writing)
-// and, when present, select's capacity bound.
+// and, when present, select's capacity bound; for a policy that declares
+// `incremental`, the promise itself (the order of idle entries the same at
+// any `now`, and no access lowering a score).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -49,21 +51,45 @@ struct ScoreCall {
 };
 
 Status Score(const EvictionPolicy& p, const History& h, std::vector<double>& scores,
-             DLDataType scores_dtype = {kDLFloat, 64, 1}, int64_t counts_len = -1) {
+             DLDataType scores_dtype = {kDLFloat, 64, 1}, int64_t counts_len = -1, int64_t now = 11) {
   ScoreCall call(h, scores, counts_len);
   call.out->dtype = scores_dtype;
+  call.args.now = now;
   return p.Score(call.args);
 }
 
-int64_t MetadataColumns(const ComponentRef& ref) {
-  const sr_named_value_list& attrs = ref.component->attributes;
-  for (size_t i = 0; i < attrs.count; ++i) {
-    if (std::strcmp(attrs.values[i].name, "metadata_columns") == 0 &&
-        attrs.values[i].type == SR_VALUE_INT64) {
-      return attrs.values[i].value.int64_value;
+// The `incremental` promise (managed collision scores holders once, at
+// now = 2^52, and compares those keys across rounds).
+void CheckIncremental(const EvictionPolicy& policy, const History& h, Recorder& rec) {
+  std::vector<double> at_11(h.n()), later(h.n()), key_time(h.n());
+  Status st = Score(policy, h, at_11);
+  if (st.ok()) st = Score(policy, h, later, {kDLFloat, 64, 1}, -1, 1000);
+  if (st.ok()) st = Score(policy, h, key_time, {kDLFloat, 64, 1}, -1, int64_t{1} << 52);
+  if (!rec.ExpectOk(st, "incremental: score at now = 11, 1000 and 2^52")) return;
+  auto sign = [](double a, double b) { return (a > b) - (a < b); };
+  std::string moved;
+  for (size_t i = 0; i < h.n() && moved.empty(); ++i) {
+    for (size_t j = 0; j < h.n() && moved.empty(); ++j) {
+      const int s = sign(at_11[i], at_11[j]);
+      if (s != sign(later[i], later[j]) || s != sign(key_time[i], key_time[j])) {
+        moved = "entries " + std::to_string(i) + " and " + std::to_string(j) + " change order as now advances";
+      }
     }
   }
-  return 0;
+  rec.Expect(moved.empty(), "incremental: idle entries keep their order at any now", moved);
+  History accessed = h;
+  for (size_t i = 0; i < h.n(); ++i) {
+    accessed.counts[i] += 1;
+    accessed.last[i] = 11;
+  }
+  std::vector<double> after(h.n());
+  st = Score(policy, accessed, after);
+  std::string lowered;
+  for (size_t i = 0; i < h.n() && st.ok() && lowered.empty(); ++i) {
+    if (after[i] < at_11[i]) lowered = "entry " + std::to_string(i) + ": an access lowered its score";
+  }
+  rec.Expect(st.ok() && lowered.empty(), "incremental: an access never lowers a score",
+             st.ok() ? lowered : st.ToString());
 }
 
 }  // namespace
@@ -76,7 +102,7 @@ void CheckEviction(const ComponentRef& ref, const OptionList& options, Recorder&
   if (!rec.ExpectOk(created.status(), "create with the given options")) return;
   const EvictionPolicy& policy = created.value();
 
-  if (MetadataColumns(ref) > 0) {
+  if (ref.Int64Attribute("metadata_columns").value_or(0) > 0) {
     rec.Skip("score contract", "policies with their own metadata columns need a metadata tensor; "
                                "the kit checks metadata-free policies only");
     return;
@@ -118,6 +144,8 @@ void CheckEviction(const ComponentRef& ref, const OptionList& options, Recorder&
   bool clean = true;
   for (double v : untouched) clean = clean && v == kGuard;
   rec.Expect(clean, "a refused call writes nothing", "scores changed by a refused call");
+
+  if (ref.BoolAttribute("incremental").value_or(false)) CheckIncremental(policy, h, rec);
 
   if (!policy.HasSelect()) {
     rec.Pass("select absent: the host keeps the highest scores");

@@ -64,6 +64,10 @@ class IdSlotIndex {
     for (; i < n; ++i) rows[i] = Find(ids[i]);
   }
 
+  // Brings the home bucket of `id` toward the cache, for an Insert, Erase or
+  // Find a few ids later.
+  void Prefetch(int64_t id) const { __builtin_prefetch(&entries_[Home(id)]); }
+
   // Inserts an id that is not present.
   void Insert(int64_t id, int64_t row) {
     uint64_t b = Home(id);

@@ -18,6 +18,8 @@ const char* ThresholdFilterName(ThresholdFilter f) {
   }
 }
 
+const char* EvictionModeName(EvictionMode m) { return m == EvictionMode::kExact ? "exact" : "fast"; }
+
 Status ValidateManagedCollision(const std::string& table, const ManagedCollisionConfig& c) {
   auto bad = [&](const std::string& what) {
     return Status(SR_INVALID_ARGUMENT, "table " + table + ": managed collision: " + what);
@@ -101,6 +103,10 @@ StatusOr<ManagedCollisionConfig> ParseManagedCollision(const std::string& table,
       else if (value == "dynamic") c.threshold = ThresholdFilter::kDynamic;
       else st = Status(SR_INVALID_ARGUMENT, "table " + table + ": threshold=" + value +
                                                 ": expected none, average or dynamic");
+    } else if (key == "eviction_mode") {
+      if (value == "fast") c.eviction_mode = EvictionMode::kFast;
+      else if (value == "exact") c.eviction_mode = EvictionMode::kExact;
+      else st = Status(SR_INVALID_ARGUMENT, "table " + table + ": eviction_mode=" + value + ": expected fast or exact");
     } else if (key == "threshold_skew_multiplier") {
       try {
         size_t used = 0;
@@ -141,6 +147,7 @@ std::string ManagedCollisionSpec(const ManagedCollisionConfig& c) {
       s += ",threshold_skew_multiplier=" + m.str();
     }
   }
+  if (c.eviction_mode != EvictionMode::kFast) s += std::string(",eviction_mode=") + EvictionModeName(c.eviction_mode);
   for (const auto& [k, v] : c.policy_options.items()) s += "," + k + "=" + v;
   return s;
 }

@@ -11,7 +11,7 @@
 namespace shardrec::mc {
 
 MchBucket::MchBucket(int64_t first_row, int64_t slots, int64_t mch_first, int64_t mch_rows,
-                     int64_t metadata_columns)
+                     int64_t metadata_columns, bool incremental)
     : first_row_(first_row),
       slots_(slots),
       mch_first_(mch_first),
@@ -26,8 +26,13 @@ MchBucket::MchBucket(int64_t first_row, int64_t slots, int64_t mch_first, int64_
       index_(slots),
       window_count_(static_cast<size_t>(slots), 0),
       window_last_(static_cast<size_t>(slots), 0),
-      candidate_index_(1024) {
+      candidate_index_(1024),
+      incremental_(incremental && metadata_columns == 0) {
   std::iota(order_.begin(), order_.end(), int64_t{0});
+  if (incremental_) {
+    key_.assign(static_cast<size_t>(slots), 0.0);
+    RebuildFreeSlots();
+  }
 }
 
 int64_t MchBucket::MissRow(int64_t id) const {
@@ -117,28 +122,40 @@ void MchBucket::RollbackWindow() {
   undo_.active = false;
 }
 
+Status CheckScores(const EvictionPolicy& policy, std::span<const double> scores) {
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (std::isnan(scores[i]) || scores[i] == std::numeric_limits<double>::infinity()) {
+      return Status(SR_INTERNAL, policy.Describe() + ": score returned " + std::to_string(scores[i]) +
+                                     " for entry " + std::to_string(i) + " (scores must be finite or -inf)");
+    }
+  }
+  return Status::Ok();
+}
+
+// The threshold filter runs over every id of the window, slot holders
+// included (TorchRec filters its unique history before the update).
+double MchBucket::Threshold(const ManagedCollisionConfig& config) const {
+  const size_t num_candidates = candidate_ids_.size();
+  if (config.threshold == ThresholdFilter::kNone || touched_.size() + num_candidates == 0) {
+    return -std::numeric_limits<double>::infinity();
+  }
+  double total = 0;
+  for (int64_t s : touched_) total += static_cast<double>(window_count_[static_cast<size_t>(s)]);
+  for (int64_t c : candidate_count_) total += static_cast<double>(c);
+  const double mean = total / static_cast<double>(touched_.size() + num_candidates);
+  return config.threshold == ThresholdFilter::kAverage ? mean : mean * config.threshold_skew_multiplier;
+}
+
 StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const ManagedCollisionConfig& config,
                                          int64_t now) const {
   RoundPlan plan;
   const size_t num_candidates = candidate_ids_.size();
   plan.candidates = static_cast<int64_t>(num_candidates);
-
-  // The threshold filter runs over every id of the window, slot holders
-  // included (TorchRec filters its unique history before the update).
-  double threshold = -std::numeric_limits<double>::infinity();
-  if (config.threshold != ThresholdFilter::kNone && touched_.size() + num_candidates > 0) {
-    double total = 0;
-    for (int64_t s : touched_) total += static_cast<double>(window_count_[static_cast<size_t>(s)]);
-    for (int64_t c : candidate_count_) total += static_cast<double>(c);
-    const double mean = total / static_cast<double>(touched_.size() + num_candidates);
-    threshold = config.threshold == ThresholdFilter::kAverage ? mean : mean * config.threshold_skew_multiplier;
-  }
+  const double threshold = Threshold(config);
 
   // Slot holders the window saw (and the filter passed): lifetime count and
   // last access after the window. Only touched slots have a window count.
-  auto updated = [&](size_t u) {
-    return window_count_[u] > 0 && static_cast<double>(window_count_[u]) > threshold;
-  };
+  auto updated = [&](size_t u) { return Updated(u, threshold); };
   for (int64_t s : touched_) {
     const auto u = static_cast<size_t>(s);
     if (!updated(u)) continue;
@@ -146,6 +163,7 @@ StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const Man
     plan.updated_count.push_back(count_[u] + window_count_[u]);
     plan.updated_last.push_back(window_last_[u]);
   }
+  if (incremental_) return PlanIncrementalRound(policy, threshold, std::move(plan));
 
   // Candidates that pass the filter, by window count (desc) then id.
   std::vector<int64_t> passing;
@@ -192,12 +210,7 @@ StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const Man
   args.metadata = metadata_columns_ > 0 ? metadata_view.get() : nullptr;
   args.scores = scores_view.get();
   if (Status st = policy.Score(args); !st.ok()) return st;
-  for (size_t i = 0; i < n; ++i) {
-    if (std::isnan(scores[i]) || scores[i] == std::numeric_limits<double>::infinity()) {
-      return Status(SR_INTERNAL, policy.Describe() + ": score returned " + std::to_string(scores[i]) +
-                                     " for entry " + std::to_string(i) + " (scores must be finite or -inf)");
-    }
-  }
+  if (Status st = CheckScores(policy, scores); !st.ok()) return st;
 
   // Rank order: higher score first, then the earlier entry.
   auto before = [&](int64_t a, int64_t b) {
@@ -258,13 +271,27 @@ StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const Man
   return plan;
 }
 
-int64_t MchBucket::Commit(const RoundPlan& plan, std::vector<int64_t>& evicted_rows) {
-  undo_.active = false;
+void MchBucket::ApplyUpdates(const RoundPlan& plan) {
   for (size_t k = 0; k < plan.updated_slots.size(); ++k) {
     const auto s = static_cast<size_t>(plan.updated_slots[k]);
     count_[s] = plan.updated_count[k];
     last_[s] = plan.updated_last[k];
   }
+}
+
+void MchBucket::ClearWindow() {
+  for (int64_t s : touched_) window_count_[static_cast<size_t>(s)] = 0;
+  touched_.clear();
+  candidate_ids_.clear();
+  candidate_count_.clear();
+  candidate_last_.clear();
+  candidate_index_.Clear();
+}
+
+int64_t MchBucket::Commit(RoundPlan& plan, std::vector<int64_t>& evicted_rows) {
+  undo_.active = false;
+  if (plan.incremental) return CommitIncremental(plan, evicted_rows);
+  ApplyUpdates(plan);
   const auto cols = static_cast<size_t>(metadata_columns_);
   if (!plan.slot_metadata.empty()) {
     for (size_t i = 0; i < order_.size(); ++i) {
@@ -307,13 +334,7 @@ int64_t MchBucket::Commit(const RoundPlan& plan, std::vector<int64_t>& evicted_r
     auto out = std::merge(kept.begin(), kept.end(), fresh.begin(), fresh.end(), order_.begin(), by_id);
     std::copy(empty.begin(), empty.end(), out);
   }
-  // A new window.
-  for (int64_t s : touched_) window_count_[static_cast<size_t>(s)] = 0;
-  touched_.clear();
-  candidate_ids_.clear();
-  candidate_count_.clear();
-  candidate_last_.clear();
-  candidate_index_.Clear();
+  ClearWindow();
   return evictions;
 }
 
@@ -322,7 +343,7 @@ int64_t MchBucket::Bytes() const {
   return vec(ids_) + vec(count_) + vec(last_) + vec(metadata_) + vec(occupied_) + vec(order_) +
          static_cast<int64_t>(index_.bytes()) + vec(window_count_) + vec(window_last_) + vec(touched_) +
          vec(candidate_ids_) + vec(candidate_count_) + vec(candidate_last_) +
-         static_cast<int64_t>(candidate_index_.bytes());
+         static_cast<int64_t>(candidate_index_.bytes()) + vec(key_) + vec(free_) + FiledBytes();
 }
 
 }  // namespace shardrec::mc

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -25,13 +26,29 @@ struct RoundPlan {
   std::vector<std::pair<int64_t, int64_t>> replacements;
   std::vector<int64_t> candidate_metadata;  // [candidates, columns]
   int64_t candidates = 0;                   // before the threshold filter
+
+  // The incremental round (mch_bucket_fast.cc) decides its replacements in
+  // Commit, from its files of holders by key; the plan holds what can fail:
+  // the policy's keys.
+  bool incremental = false;
+  std::vector<int64_t> key_slots;    // slots whose key changes (every holder when rebuild_keys)
+  std::vector<double> slot_keys;
+  bool rebuild_keys = false;
+  std::vector<int64_t> passing;      // candidates that passed the filter and may be admitted
+  std::vector<double> passing_keys;
 };
+
+// A policy's scores: each finite or -inf, or an error naming the policy.
+Status CheckScores(const EvictionPolicy& policy, std::span<const double> scores);
 
 class MchBucket {
  public:
   // Rows [first_row, first_row + slots) are managed, the last of them the
   // default row; [mch_first, mch_first + mch_rows) is the residual range.
-  MchBucket(int64_t first_row, int64_t slots, int64_t mch_first, int64_t mch_rows, int64_t metadata_columns);
+  // incremental: run the incremental round (EvictionMode::kFast with a
+  // policy that declares `incremental` and no metadata columns).
+  MchBucket(int64_t first_row, int64_t slots, int64_t mch_first, int64_t mch_rows, int64_t metadata_columns,
+            bool incremental = false);
 
   // rows[i]: the table row of ids[i] (its slot, or the residual / default
   // row); hit[i]: whether it held a slot.
@@ -51,8 +68,9 @@ class MchBucket {
   StatusOr<RoundPlan> PlanRound(const EvictionPolicy& policy, const ManagedCollisionConfig& config,
                                 int64_t now) const;
   // Applies a plan; appends the rows of evicted ids; clears the window.
-  // Returns the number of evictions.
-  int64_t Commit(const RoundPlan& plan, std::vector<int64_t>& evicted_rows);
+  // Returns the number of evictions. The incremental round fills in the
+  // plan's replacements here, so callers read them after Commit.
+  int64_t Commit(RoundPlan& plan, std::vector<int64_t>& evicted_rows);
 
   // Checkpoints: per slot (the default slot included) StateWidth() values:
   // occupied, id, lifetime count, last access, window count, window last
@@ -82,6 +100,18 @@ class MchBucket {
     bool active = false;
   };
   int64_t CandidateIndex(int64_t id);
+  double Threshold(const ManagedCollisionConfig& config) const;
+  bool Updated(size_t slot, double threshold) const {
+    return window_count_[slot] > 0 && static_cast<double>(window_count_[slot]) > threshold;
+  }
+  void ApplyUpdates(const RoundPlan& plan);
+  void ClearWindow();
+  // The incremental round (mch_bucket_fast.cc).
+  StatusOr<RoundPlan> PlanIncrementalRound(const EvictionPolicy& policy, double threshold, RoundPlan plan) const;
+  int64_t CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evicted_rows);
+  void Admit(int64_t slot, int64_t candidate, double key);
+  void RebuildFreeSlots();
+  int64_t FiledBytes() const;
 
   int64_t first_row_, slots_, mch_first_, mch_rows_, metadata_columns_;
   // Per slot (the default slot slots_-1 never holds an id).
@@ -97,6 +127,23 @@ class MchBucket {
   std::vector<int64_t> candidate_ids_, candidate_count_, candidate_last_;
   IdSlotIndex candidate_index_;
   WindowUndo undo_;
+
+  // The incremental round (mch_bucket_fast.cc): each holder's key (its
+  // score at kKeyTime); the holders filed by key, each exactly once, under
+  // its key or a lower one (keys only rise; a holder is moved up when its
+  // old key's turn comes); and the empty slots, highest first so the
+  // lowest is taken first.
+  struct KeyBucket {
+    std::vector<int64_t> slots;  // [head, end) are filed here
+    size_t head = 0;
+    bool sorted = true;          // [head, end) ascending
+  };
+  KeyBucket& FileUnder(double key);
+  bool incremental_ = false;
+  std::vector<double> key_;
+  std::map<double, KeyBucket> by_key_;
+  bool keys_ready_ = true;  // false after ApplyState: the next round scores every holder
+  std::vector<int64_t> free_;
 };
 
 }  // namespace shardrec::mc

@@ -96,6 +96,13 @@ void MchBucket::ApplyState(const int64_t* rows, std::span<const int64_t> candida
     candidate_last_[static_cast<size_t>(index_of)] = candidates[c + 2];
   }
   undo_ = WindowUndo{};
+  // The incremental round's keys come from the policy: the next round
+  // scores every holder and files them again.
+  if (incremental_) {
+    by_key_.clear();
+    keys_ready_ = false;
+    RebuildFreeSlots();
+  }
 }
 
 }  // namespace shardrec::mc

@@ -23,30 +23,23 @@ ManagedCollisionStats& ManagedCollisionStats::operator+=(const ManagedCollisionS
   return *this;
 }
 
-namespace {
-
-int64_t MetadataColumns(const ComponentRef& ref) {
-  const sr_named_value_list& attrs = ref.component->attributes;
-  for (size_t i = 0; i < attrs.count; ++i) {
-    if (std::strcmp(attrs.values[i].name, "metadata_columns") == 0 && attrs.values[i].type == SR_VALUE_INT64) {
-      return attrs.values[i].value.int64_value;
-    }
-  }
-  return 0;
-}
-
-}  // namespace
-
 MchManagedCollisionModule::MchManagedCollisionModule(std::string table, ManagedCollisionConfig config,
                                                      BucketRange range, EvictionPolicy policy,
-                                                     int64_t metadata_columns)
-    : table_(std::move(table)), config_(std::move(config)), range_(range), policy_(std::move(policy)) {
+                                                     int64_t metadata_columns, bool policy_incremental)
+    : table_(std::move(table)),
+      config_(std::move(config)),
+      range_(range),
+      policy_(std::move(policy)),
+      // A policy's own select decides over every entry: the exact round.
+      incremental_(config_.eviction_mode == EvictionMode::kFast && policy_incremental && metadata_columns == 0 &&
+                   !policy_.HasSelect()) {
   const int64_t b_all = config_.buckets, zch = config_.zch_size, mch = config_.mch_size;
   for (int64_t b = range_.first; b < range_.last; ++b) {
     const int64_t first = b * zch / b_all, end = (b + 1) * zch / b_all;
     const int64_t mch_first = zch + b * mch / b_all, mch_end = zch + (b + 1) * mch / b_all;
     buckets_.push_back(
-        std::make_unique<mc::MchBucket>(first, end - first, mch_first, mch_end - mch_first, metadata_columns));
+        std::make_unique<mc::MchBucket>(first, end - first, mch_first, mch_end - mch_first, metadata_columns,
+                                        incremental_));
   }
 }
 
@@ -72,13 +65,14 @@ StatusOr<MchManagedCollisionModule> MchManagedCollisionModule::Create(const Plug
   if (!policy.ok()) {
     return Status(policy.status().code(), "table " + table + ": " + policy.status().message());
   }
-  const int64_t columns = MetadataColumns(ref.value());
+  const int64_t columns = ref->Int64Attribute("metadata_columns").value_or(0);
   if (columns < 0 || columns > 64) {
     return Status(SR_INVALID_ARGUMENT, "table " + table + ": eviction policy " + config.policy +
                                            " declares metadata_columns = " + std::to_string(columns) +
                                            " (0 to 64 supported)");
   }
-  return MchManagedCollisionModule(std::move(table), std::move(config), buckets, std::move(policy.value()), columns);
+  return MchManagedCollisionModule(std::move(table), std::move(config), buckets, std::move(policy.value()), columns,
+                                   ref->BoolAttribute("incremental").value_or(false));
 }
 
 void MchManagedCollisionModule::Preprocess(std::span<int64_t> ids) const {
@@ -186,7 +180,7 @@ void MchManagedCollisionModule::Apply(std::span<const int64_t> ids, std::span<in
     // A module with no buckets here (a rank without a share) still keeps
     // the round schedule, so every rank agrees on when rounds run.
     for (size_t b = 0; b < buckets_.size(); ++b) {
-      const mc::RoundPlan& plan = staged_plans_[b];
+      mc::RoundPlan& plan = staged_plans_[b];
       lookup_stats_.evictions += buckets_[b]->Commit(plan, evicted_rows_);
       lookup_stats_.admissions += static_cast<int64_t>(plan.replacements.size());
       lookup_stats_.refusals += plan.candidates - static_cast<int64_t>(plan.replacements.size());

@@ -55,6 +55,10 @@ struct ComponentRef {
   // The items of the component's string-list attribute `name` (NULL items
   // skipped), or nullopt when it declares none.
   std::optional<std::vector<std::string>> StringListAttribute(std::string_view name) const;
+  // The value of the component's INT64 (or BOOL) attribute `name`, or
+  // nullopt when it declares none of that type.
+  std::optional<int64_t> Int64Attribute(std::string_view name) const;
+  std::optional<bool> BoolAttribute(std::string_view name) const;
 };
 
 class PluginLibrary : public std::enable_shared_from_this<PluginLibrary> {

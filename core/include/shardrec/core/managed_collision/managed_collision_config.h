@@ -22,6 +22,14 @@ namespace shardrec {
 
 enum class IdHash { kNone, kFmix64 };
 enum class ThresholdFilter { kNone, kAverage, kDynamic };
+// How an eviction round finds the residents to evict (docs/managed_collision.md).
+// kFast: for a policy that declares `incremental` (lru, lfu; no select, no
+// metadata columns), each round
+// touches only the slots the window saw and the residents it evicts, kept
+// in a heap; the same admissions as kExact but for ties among residents.
+// Other policies run the exact round. kExact: every round scores and ranks
+// every slot and candidate (TorchRec's rule, its tie order included).
+enum class EvictionMode { kFast, kExact };
 
 struct ManagedCollisionConfig {
   int64_t zch_size = 0;           // managed slots (rows), > 0
@@ -35,6 +43,7 @@ struct ManagedCollisionConfig {
   OptionList policy_options;            // e.g. decay_exponent=2
   ThresholdFilter threshold = ThresholdFilter::kNone;
   double threshold_skew_multiplier = 10.0;  // the dynamic filter's multiplier
+  EvictionMode eviction_mode = EvictionMode::kFast;
 
   int64_t num_rows() const { return zch_size + mch_size; }
 };
@@ -45,7 +54,7 @@ Status ValidateManagedCollision(const std::string& table, const ManagedCollision
 // "zch_size=1000,eviction_interval=10,policy=lfu,decay_exponent=2,...".
 // Keys: zch_size, eviction_interval, input_hash (none|fmix64),
 // input_hash_size, mch_size, buckets, policy, threshold (none|average|
-// dynamic), threshold_skew_multiplier; any other key is handed to the
+// dynamic), threshold_skew_multiplier, eviction_mode (fast|exact); any other key is handed to the
 // policy as an option. Unknown policy options are refused by the policy.
 // table_rows > 0: zch_size may be left out and defaults to table_rows - mch_size.
 StatusOr<ManagedCollisionConfig> ParseManagedCollision(const std::string& table, const std::string& spec,
@@ -55,5 +64,6 @@ std::string ManagedCollisionSpec(const ManagedCollisionConfig& config);
 
 const char* IdHashName(IdHash h);
 const char* ThresholdFilterName(ThresholdFilter f);
+const char* EvictionModeName(EvictionMode m);
 
 }  // namespace shardrec

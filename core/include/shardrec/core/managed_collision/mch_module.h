@@ -101,6 +101,9 @@ class MchManagedCollisionModule {
   const BucketRange& buckets() const { return range_; }
   int64_t iteration() const { return iteration_; }
   int64_t last_round() const { return last_round_; }
+  // Whether rounds are incremental: eviction_mode=fast with a policy that
+  // declares `incremental`, no metadata columns and no select; otherwise exact.
+  bool incremental_rounds() const { return incremental_; }
   ManagedCollisionStats stats() const;
   // Every managed row of this module's buckets, in row order, with the id
   // holding it (default rows and empty slots hold none). For inspection.
@@ -132,7 +135,7 @@ class MchManagedCollisionModule {
 
  private:
   MchManagedCollisionModule(std::string table, ManagedCollisionConfig config, BucketRange range,
-                            EvictionPolicy policy, int64_t metadata_columns);
+                            EvictionPolicy policy, int64_t metadata_columns, bool policy_incremental);
   // Groups ids by bucket into sorted_ids_ (identity for one bucket).
   Status Partition(std::span<const int64_t> ids);
   const int64_t* Grouped(std::span<const int64_t> ids) const;
@@ -142,6 +145,7 @@ class MchManagedCollisionModule {
   ManagedCollisionConfig config_;
   BucketRange range_;
   EvictionPolicy policy_;
+  bool incremental_;
   std::vector<std::unique_ptr<mc::MchBucket>> buckets_;
   int64_t iteration_ = 0;
   int64_t last_round_ = 0;
