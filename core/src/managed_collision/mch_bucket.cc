@@ -290,7 +290,7 @@ void MchBucket::ClearWindow() {
 
 int64_t MchBucket::Commit(RoundPlan& plan, std::vector<int64_t>& evicted_rows) {
   undo_.active = false;
-  if (plan.incremental) return CommitIncremental(plan, evicted_rows);
+  if (incremental_) return CommitIncremental(plan, evicted_rows);
   ApplyUpdates(plan);
   const auto cols = static_cast<size_t>(metadata_columns_);
   if (!plan.slot_metadata.empty()) {

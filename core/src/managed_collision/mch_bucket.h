@@ -30,7 +30,6 @@ struct RoundPlan {
   // The incremental round (mch_bucket_fast.cc) decides its replacements in
   // Commit, from its files of holders by key; the plan holds what can fail:
   // the policy's keys.
-  bool incremental = false;
   std::vector<int64_t> key_slots;    // slots whose key changes (every holder when rebuild_keys)
   std::vector<double> slot_keys;
   bool rebuild_keys = false;
@@ -137,8 +136,11 @@ class MchBucket {
     std::vector<int64_t> slots;  // [head, end) are filed here
     size_t head = 0;
     bool sorted = true;          // [head, end) ascending
+    void Add(int64_t slot) {
+      sorted = sorted && (slots.size() == head || slots.back() < slot);
+      slots.push_back(slot);
+    }
   };
-  KeyBucket& FileUnder(double key);
   bool incremental_ = false;
   std::vector<double> key_;
   std::map<double, KeyBucket> by_key_;

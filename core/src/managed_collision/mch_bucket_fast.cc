@@ -41,8 +41,6 @@ constexpr int64_t kKeyTime = int64_t{1} << 52;
 
 }  // namespace
 
-MchBucket::KeyBucket& MchBucket::FileUnder(double key) { return by_key_[key]; }
-
 int64_t MchBucket::FiledBytes() const {
   int64_t bytes = 0;
   for (const auto& [key, file] : by_key_) bytes += static_cast<int64_t>(file.slots.capacity() * sizeof(int64_t)) + 64;
@@ -58,7 +56,6 @@ void MchBucket::RebuildFreeSlots() {
 
 StatusOr<RoundPlan> MchBucket::PlanIncrementalRound(const EvictionPolicy& policy, double threshold,
                                                     RoundPlan plan) const {
-  plan.incremental = true;
   for (size_t c = 0; c < candidate_ids_.size(); ++c) {
     if (static_cast<double>(candidate_count_[c]) > threshold) plan.passing.push_back(static_cast<int64_t>(c));
   }
@@ -142,7 +139,7 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
   if (plan.rebuild_keys) {
     by_key_.clear();
     for (int64_t s = 0; s + 1 < slots_; ++s) {
-      if (occupied_[static_cast<size_t>(s)]) FileUnder(key_[static_cast<size_t>(s)]).slots.push_back(s);
+      if (occupied_[static_cast<size_t>(s)]) by_key_[key_[static_cast<size_t>(s)]].Add(s);
     }
     keys_ready_ = true;
   }
@@ -213,9 +210,7 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
         if (now_key == low->first) {
           slot = s;
         } else {
-          KeyBucket& up = FileUnder(now_key);
-          up.sorted = up.sorted && (up.slots.size() == up.head || up.slots.back() < s);
-          up.slots.push_back(s);
+          by_key_[now_key].Add(s);
         }
         if (file.head == file.slots.size()) by_key_.erase(low);
       }
@@ -249,10 +244,8 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
     const auto& [slot, r] = taken[k];
     plan.replacements.emplace_back(slot, r.candidate);
     Admit(slot, r.candidate, r.key);
-    if (filed == nullptr || r.key != filed_key) filed = &FileUnder(r.key), filed_key = r.key;  // lru: a few keys a round
-    KeyBucket& file = *filed;
-    file.sorted = file.sorted && (file.slots.size() == file.head || file.slots.back() < slot);
-    file.slots.push_back(slot);
+    if (filed == nullptr || r.key != filed_key) filed = &by_key_[r.key], filed_key = r.key;  // lru: a few keys a round
+    filed->Add(slot);
   }
   const auto evictions = static_cast<int64_t>(victims.size());
   ClearWindow();
