@@ -20,6 +20,10 @@ namespace {
 
 // The issue's aim for a remap of ids that hold a slot, per core.
 constexpr double kTargetHitsPerS = 50e6;
+// Issue 22: the remap of hits at half the probe's rate or more (the
+// inference remap; training's, which also counts the window, is printed
+// beside it).
+constexpr double kTargetHitsOverProbe = 0.5;
 // Issue 22's aim for the long stream (--stream), one thread.
 constexpr double kTargetStreamPerS = 20e6;
 
@@ -163,6 +167,7 @@ int RunBenchMc(const std::vector<std::string>& args) {
   const McBenchResult& r = result.value();
   auto ratio = [&](const Figure& f) { return f.best / r.probe.best; };
   const bool met = r.hits_inference.best >= kTargetHitsPerS && r.hits_training.best >= kTargetHitsPerS;
+  const bool met_over_probe = ratio(r.hits_inference) >= kTargetHitsOverProbe;
   if (g.json) {
     std::cout << nlohmann::json{{"policy", policy.given},
                                 {"component", policy.name},
@@ -191,7 +196,9 @@ int RunBenchMc(const std::vector<std::string>& args) {
                                 {"round_admissions", r.round_admissions},
                                 {"round_evictions", r.round_evictions},
                                 {"target_hits_mids_per_s", kTargetHitsPerS / 1e6},
-                                {"target_met", met}}
+                                {"target_met", met},
+                                {"target_hits_over_probe", kTargetHitsOverProbe},
+                                {"target_over_probe_met", met_over_probe}}
                      .dump()
               << "\n";
     return kExitOk;
@@ -215,6 +222,9 @@ int RunBenchMc(const std::vector<std::string>& args) {
               static_cast<long long>(c.slots), r.round_admissions, r.round_evictions);
   std::printf("target: remap of hits >= %.0f M ids/s per core: %s (inference %.1f, training %.1f)\n",
               kTargetHitsPerS / 1e6, met ? "met" : "NOT met", r.hits_inference.best / 1e6, r.hits_training.best / 1e6);
+  std::printf("target: remap of hits >= %.1f of the probe: %s (inference %.2f; training, which also counts the window, "
+              "%.2f)\n",
+              kTargetHitsOverProbe, met_over_probe ? "met" : "NOT met", ratio(r.hits_inference), ratio(r.hits_training));
   std::printf("(filling the table took %.2f s; a round every %lld steps, placed so only the timed steps see one)\n",
               r.fill_seconds, static_cast<long long>(r.eviction_interval));
   return kExitOk;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "shardrec/core/managed_collision/id_hash.h"  // the probe scatters ids as the slot index does
+#include "shardrec/core/resources/huge_page_allocator.h"  // and lives in the same pages
 
 namespace shardrec::cli {
 
@@ -27,10 +28,9 @@ int64_t IdOf(int64_t i) {
 
 class SlotProbe {
  public:
-  // The index IdSlotIndex builds for `slots` ids: 2 * slots entries rounded up
-  // to a power of two. Every entry holds a row, so no probe runs past its home.
-  explicit SlotProbe(int64_t slots)
-      : mask_(std::bit_ceil(static_cast<uint64_t>(slots < 4 ? 8 : 2 * slots)) - 1), entries_(mask_ + 1) {
+  // The index IdSlotIndex builds for `slots` ids (IdIndexEntries). Every
+  // entry holds a row, so no probe runs past its home.
+  explicit SlotProbe(int64_t slots) : mask_(mc::IdIndexEntries(slots) - 1), entries_(mask_ + 1) {
     for (size_t b = 0; b < entries_.size(); ++b) entries_[b] = {static_cast<int64_t>(b), static_cast<int64_t>(b)};
   }
   int64_t bytes() const { return static_cast<int64_t>(entries_.size() * sizeof(Entry)); }
@@ -54,7 +54,7 @@ class SlotProbe {
     int64_t id, row;
   };
   uint64_t mask_;
-  std::vector<Entry> entries_;
+  std::vector<Entry, HugePageAllocator<Entry>> entries_;
 };
 
 // Best and median of per-call ids/s.

@@ -80,14 +80,16 @@ CpuKernel::CpuKernel(const sr_kernel_create_args& a) {
 }
 
 void CpuKernel::InitializeRows(const Table& t, const int64_t* rows, int64_t begin, int64_t end) {
+  std::vector<float> values(t.type == WeightType::kFloat32 ? 0 : static_cast<size_t>(t.dim));
   for (int64_t k = begin; k < end; ++k) {
     const int64_t r = rows != nullptr ? rows[k] : k;
     void* row = t.Row(r);
-    const int64_t global_row = t.global_row_offset + r;
-    for (int64_t c = 0; c < t.dim; ++c) {
-      StoreElement(row, t.type, c,
-                   sdk::InitialWeight(t.init_seed, global_row, t.global_col_offset + c, t.init_min,
-                                      t.init_max));
+    // float32 rows are drawn in place; others drawn, then rounded.
+    float* drawn = t.type == WeightType::kFloat32 ? static_cast<float*>(row) : values.data();
+    sdk::InitialRowWeights(t.init_seed, t.global_row_offset + r, t.global_col_offset, t.dim, t.init_min, t.init_max,
+                           drawn);
+    if (t.type != WeightType::kFloat32) {
+      for (int64_t c = 0; c < t.dim; ++c) StoreElement(row, t.type, c, values[static_cast<size_t>(c)]);
     }
     float* state = t.StateRow(r);
     for (int64_t c = 0; c < t.state_dim; ++c) state[c] = t.state_init;

@@ -216,12 +216,15 @@ for policy in ["lru", decayed_so]:
         expect("lru admits new ids over residents the window missed", 200 < j["round_admissions"] < 600, str(j))
     expect("round timed", j["round_ms"]["best"] > 0, str(j))
     expect("target reported", isinstance(j["target_met"], bool) and j["target_hits_mids_per_s"] == 50, str(j))
+    expect("probe target reported", j["target_hits_over_probe"] == 0.5 and
+           j["target_over_probe_met"] == (j["hits_inference_over_probe"] >= 0.5), str(j))
 r = run("bench", "mc", "--slots", "0")
 expect("bench mc --slots 0 refused", r.returncode == 2 and "--slots" in r.stderr, r.stderr)
 r = run("bench", "mc", "--slots", "1000", "--ids", "1000", "--reps", "1", "--policy", "nope")
 expect("bench mc unknown policy", r.returncode == 2 and "unknown eviction 'nope'" in r.stderr, r.stderr)
 r = run("bench", "mc", "--slots", "1000", "--ids", "10000", "--reps", "1")
-expect("bench mc text", r.returncode == 0 and "/ probe" in r.stdout and "eviction round alone" in r.stdout,
+expect("bench mc text", r.returncode == 0 and "/ probe" in r.stdout and "eviction round alone" in r.stdout and
+       "of the probe:" in r.stdout,
        r.stdout + r.stderr)
 
 # --stream: a tenth-by-tenth report whose memory does not grow with the stream.

@@ -2,15 +2,33 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "shardrec/sdk/init.hpp"
 #include "shardrec/sdk/plugin.hpp"
 
 namespace shardrec::sdk {
 namespace {
 
 sr_named_value Str(const char* k, const char* v) { return StringAttr(k, v); }
+
+// A row drawn at once must hold exactly what drawing each weight alone
+// gives: kernels use either, and sharded tables must match unsharded ones.
+TEST(SdkInit, RowWeightsAreTheElementWeightsBitForBit) {
+  for (const uint64_t seed : {uint64_t{0}, uint64_t{99}, ~uint64_t{0}}) {
+    for (const int64_t row : {int64_t{0}, int64_t{7}, int64_t{123456789}}) {
+      std::vector<float> got(37);
+      InitialRowWeights(seed, row, 5, 37, -0.25, 0.75, got.data());
+      for (int64_t c = 0; c < 37; ++c) {
+        const float want = InitialWeight(seed, row, 5 + c, -0.25, 0.75);
+        EXPECT_EQ(std::memcmp(&got[static_cast<size_t>(c)], &want, sizeof(float)), 0)
+            << "seed " << seed << " row " << row << " col " << 5 + c;
+      }
+    }
+  }
+}
 
 TEST(SdkOptions, TypedGettersAndFinish) {
   const sr_named_value values[] = {Str("lr", "0.5"), Str("steps", "7"), Str("on", "true"),

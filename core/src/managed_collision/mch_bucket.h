@@ -12,6 +12,7 @@
 #include "id_slot_index.h"
 #include "shardrec/core/managed_collision/managed_collision_config.h"
 #include "shardrec/core/plugin_objects.h"
+#include "shardrec/core/resources/huge_page_allocator.h"
 
 namespace shardrec::mc {
 
@@ -49,9 +50,11 @@ class MchBucket {
   MchBucket(int64_t first_row, int64_t slots, int64_t mch_first, int64_t mch_rows, int64_t metadata_columns,
             bool incremental = false);
 
-  // rows[i]: the table row of ids[i] (its slot, or the residual / default
-  // row); hit[i]: whether it held a slot.
-  void Remap(std::span<const int64_t> ids, int64_t* rows, int64_t* hits, int64_t* residual) const;
+  // rows[i]: the table row of ids[i] from its slot (from FindSlots), or
+  // the residual / default row when it has none; counts the hits and the
+  // residual rows.
+  void Remap(std::span<const int64_t> ids, const int64_t* slots, int64_t* rows, int64_t* hits,
+             int64_t* residual) const;
   // The slot of each id, -1 if none.
   void FindSlots(std::span<const int64_t> ids, int64_t* slots) const { index_.FindMany(ids, slots); }
   int64_t SlotRow(int64_t slot) const { return first_row_ + slot; }
@@ -87,8 +90,8 @@ class MchBucket {
   int64_t occupied() const { return index_.size(); }
   int64_t first_row() const { return first_row_; }
   int64_t slots() const { return slots_; }
-  bool Occupied(int64_t slot) const { return occupied_[static_cast<size_t>(slot)] != 0; }
-  int64_t IdAt(int64_t slot) const { return Occupied(slot) ? ids_[static_cast<size_t>(slot)] : 0; }
+  bool Occupied(int64_t slot) const { return slot_[static_cast<size_t>(slot)].occupied != 0; }
+  int64_t IdAt(int64_t slot) const { return Occupied(slot) ? slot_[static_cast<size_t>(slot)].id : 0; }
   int64_t Bytes() const;
 
  private:
@@ -101,34 +104,44 @@ class MchBucket {
   int64_t CandidateIndex(int64_t id);
   double Threshold(const ManagedCollisionConfig& config) const;
   bool Updated(size_t slot, double threshold) const {
-    return window_count_[slot] > 0 && static_cast<double>(window_count_[slot]) > threshold;
+    return slot_[slot].window_count > 0 && static_cast<double>(slot_[slot].window_count) > threshold;
   }
   void ApplyUpdates(const RoundPlan& plan);
   void ClearWindow();
   // The incremental round (mch_bucket_fast.cc).
   StatusOr<RoundPlan> PlanIncrementalRound(const EvictionPolicy& policy, double threshold, RoundPlan plan) const;
   int64_t CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evicted_rows);
-  void Admit(int64_t slot, int64_t candidate, double key);
   void RebuildFreeSlots();
   int64_t FiledBytes() const;
 
   int64_t first_row_, slots_, mch_first_, mch_rows_, metadata_columns_;
-  // Per slot (the default slot slots_-1 never holds an id).
-  std::vector<int64_t> ids_, count_, last_, metadata_;
-  std::vector<uint8_t> occupied_;
+  // Everything about one slot that a step or a round reads or writes, in
+  // one cache line: a hit's window update, an admission or an eviction
+  // misses the cache once per slot, not once per field (six arrays did six
+  // times). The default slot slots_-1 never holds an id.
+  struct alignas(64) SlotState {
+    int64_t id = 0, count = 0, last = 0;  // lifetime count and last access
+    int64_t window_count = 0, window_last = 0;
+    double key = 0;  // the incremental round's key (mch_bucket_fast.cc)
+    bool occupied = false;
+  };
+  std::vector<SlotState, HugePageAllocator<SlotState>> slot_;
+  std::vector<int64_t> metadata_;  // [slots, metadata_columns_]
   // Managed slots in TorchRec's order: holders by raw id, then the empty
   // ones by slot (the policy's tie order). The default slot is not in it.
+  // The exact round's; empty with the incremental round.
   std::vector<int64_t> order_;
   IdSlotIndex index_;
-  // The window: per-slot accesses and last access, the slots touched, and
-  // the candidates (ids without a slot) with theirs.
-  std::vector<int64_t> window_count_, window_last_, touched_;
+  // The window: the slots touched (their counts are in slot_), and the
+  // candidates (ids without a slot) with theirs.
+  std::vector<int64_t> touched_;
   std::vector<int64_t> candidate_ids_, candidate_count_, candidate_last_;
+  static constexpr int64_t kCandidateSpread = 2;  // the candidates' index: at most half full
   IdSlotIndex candidate_index_;
   WindowUndo undo_;
 
   // The incremental round (mch_bucket_fast.cc): each holder's key (its
-  // score at kKeyTime); the holders filed by key, each exactly once, under
+  // score at kKeyTime, in slot_); the holders filed by key, each exactly once, under
   // its key or a lower one (keys only rise; a holder is moved up when its
   // old key's turn comes); and the empty slots, highest first so the
   // lowest is taken first.
@@ -142,10 +155,10 @@ class MchBucket {
     }
   };
   bool incremental_ = false;
-  std::vector<double> key_;
   std::map<double, KeyBucket> by_key_;
   bool keys_ready_ = true;  // false after ApplyState: the next round scores every holder
   std::vector<int64_t> free_;
+  std::vector<uint64_t> sort_bits_;  // SortUnique's scratch
 };
 
 }  // namespace shardrec::mc

@@ -18,12 +18,12 @@ void MchBucket::ExportState(int64_t* rows, std::vector<int64_t>* candidates) con
   const auto width = static_cast<size_t>(StateWidth()), cols = static_cast<size_t>(metadata_columns_);
   for (size_t s = 0; s < static_cast<size_t>(slots_); ++s) {
     int64_t* r = rows + s * width;
-    r[kOccupied] = occupied_[s];
-    r[kId] = occupied_[s] ? ids_[s] : 0;
-    r[kCount] = count_[s];
-    r[kLast] = last_[s];
-    r[kWindowCount] = window_count_[s];
-    r[kWindowLast] = window_last_[s];
+    r[kOccupied] = slot_[s].occupied;
+    r[kId] = slot_[s].occupied ? slot_[s].id : 0;
+    r[kCount] = slot_[s].count;
+    r[kLast] = slot_[s].last;
+    r[kWindowCount] = slot_[s].window_count;
+    r[kWindowLast] = slot_[s].window_last;
     std::copy_n(metadata_.begin() + static_cast<std::ptrdiff_t>(s * cols), cols, r + kMetadata);
   }
   for (size_t c = 0; c < candidate_ids_.size(); ++c) {
@@ -64,12 +64,12 @@ void MchBucket::ApplyState(const int64_t* rows, std::span<const int64_t> candida
   touched_.clear();
   for (size_t s = 0; s < n; ++s) {
     const int64_t* r = rows + s * width;
-    occupied_[s] = static_cast<uint8_t>(r[kOccupied]);
-    ids_[s] = r[kOccupied] ? r[kId] : 0;
-    count_[s] = r[kCount];
-    last_[s] = r[kLast];
-    window_count_[s] = r[kWindowCount];
-    window_last_[s] = r[kWindowLast];
+    slot_[s].occupied = static_cast<uint8_t>(r[kOccupied]);
+    slot_[s].id = r[kOccupied] ? r[kId] : 0;
+    slot_[s].count = r[kCount];
+    slot_[s].last = r[kLast];
+    slot_[s].window_count = r[kWindowCount];
+    slot_[s].window_last = r[kWindowLast];
     std::copy_n(r + kMetadata, cols, metadata_.begin() + static_cast<std::ptrdiff_t>(s * cols));
     if (r[kWindowCount] > 0) touched_.push_back(static_cast<int64_t>(s));
     if (s + 1 == n) continue;  // the default slot is in no order
@@ -81,11 +81,14 @@ void MchBucket::ApplyState(const int64_t* rows, std::span<const int64_t> candida
     }
   }
   index_ = std::move(index);
-  // The tie order a round keeps: holders by id, then the empty slots by slot.
-  std::sort(holders.begin(), holders.end(),
-            [&](int64_t a, int64_t b) { return ids_[static_cast<size_t>(a)] < ids_[static_cast<size_t>(b)]; });
-  order_ = std::move(holders);
-  order_.insert(order_.end(), empty.begin(), empty.end());
+  // The tie order the exact round keeps: holders by id, then the empty
+  // slots by slot.
+  if (!incremental_) {
+    std::sort(holders.begin(), holders.end(),
+              [&](int64_t a, int64_t b) { return slot_[static_cast<size_t>(a)].id < slot_[static_cast<size_t>(b)].id; });
+    order_ = std::move(holders);
+    order_.insert(order_.end(), empty.begin(), empty.end());
+  }
   candidate_ids_.clear();
   candidate_count_.clear();
   candidate_last_.clear();

@@ -5,6 +5,7 @@
 
 #include "shardrec/core/managed_collision/id_hash.h"
 #include "mch_bucket.h"
+#include "fast_sort.h"
 #include "shardrec/core/tensor/tensor.h"
 
 namespace shardrec {
@@ -195,10 +196,9 @@ void MchManagedCollisionModule::Apply(std::span<const int64_t> ids, std::span<in
   const bool identity = config_.buckets == 1;
   int64_t* out = identity ? rows.data() : sorted_rows_.data();
   if (!identity) sorted_rows_.resize(ids.size()), out = sorted_rows_.data();
-  std::copy(found_.begin(), found_.begin() + static_cast<std::ptrdiff_t>(ids.size()), out);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const auto begin = static_cast<size_t>(bucket_begin_[b]), end = static_cast<size_t>(bucket_begin_[b + 1]);
-    buckets_[b]->Remap({grouped + begin, end - begin}, out + begin, &hits, &residual);
+    buckets_[b]->Remap({grouped + begin, end - begin}, found_.data() + begin, out + begin, &hits, &residual);
   }
   if (!identity) {
     for (size_t k = 0; k < ids.size(); ++k) rows[static_cast<size_t>(order_[k])] = sorted_rows_[k];
@@ -223,8 +223,8 @@ Status MchManagedCollisionModule::Forward(std::span<const int64_t> ids, std::spa
 std::vector<int64_t> MchManagedCollisionModule::TakeEvictedRows() {
   std::vector<int64_t> rows = std::move(evicted_rows_);
   evicted_rows_.clear();
-  std::sort(rows.begin(), rows.end());
-  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  // Evictions come from the managed rows [0, zch_size).
+  rows.erase(mc::SortUnique(rows.begin(), rows.end(), 0, config_.zch_size, sort_bits_), rows.end());
   return rows;
 }
 

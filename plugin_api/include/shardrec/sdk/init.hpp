@@ -31,6 +31,18 @@ constexpr float InitialWeight(uint64_t seed, int64_t global_row, int64_t global_
   return static_cast<float>(lo + (hi - lo) * unit);
 }
 
+// InitialWeight at columns [first_col, first_col + n) of one row, into
+// out[0, n): the same values, with the row's part of the hash computed once
+// (a reset of evicted rows redraws whole rows; per element it cost twice).
+inline void InitialRowWeights(uint64_t seed, int64_t global_row, int64_t first_col, int64_t n, double lo,
+                              double hi, float* out) {
+  const uint64_t row_key = Mix64(seed ^ Mix64(static_cast<uint64_t>(global_row)));
+  for (int64_t c = 0; c < n; ++c) {
+    const uint64_t h = Mix64(row_key + static_cast<uint64_t>(first_col + c));
+    out[c] = static_cast<float>(lo + (hi - lo) * (static_cast<double>(h >> 11) * 0x1.0p-53));
+  }
+}
+
 }  // namespace shardrec::sdk
 
 #endif  // SHARDREC_SDK_INIT_HPP_

@@ -151,6 +151,7 @@ class MchManagedCollisionModule {
   int64_t last_round_ = 0;
   ManagedCollisionStats lookup_stats_;  // lookups/hits/defaulted/residual
   std::vector<int64_t> evicted_rows_;
+  std::vector<uint64_t> sort_bits_;  // TakeEvictedRows' scratch
   std::vector<mc::RoundPlan> staged_plans_;  // one per bucket when a round is staged
   bool staged_ = false, staged_training_ = false, staged_round_ = false;
   // Scratch reused across steps (no allocation per step once warm).

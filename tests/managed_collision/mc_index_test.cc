@@ -1,0 +1,127 @@
+// The managed-collision hot-path structures against plain references: the
+// slot index (IdSlotIndex) against std::unordered_map through millions of
+// batched lookups, inserts and erases, and the round's sorts (fast_sort.h)
+// against std::sort on both of each one's paths.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "fast_sort.h"
+#include "id_slot_index.h"
+
+namespace shardrec::mc {
+namespace {
+
+TEST(IdSlotIndexTest, BatchedCallsMatchAMapThroughHeavyChurn) {
+  constexpr int64_t kSlots = 5000;
+  IdSlotIndex index(kSlots);
+  std::unordered_map<int64_t, int64_t> want;
+  std::mt19937_64 rng(7);
+  // Ids from a small universe so that lookups both hit and miss, and
+  // erases leave holes inside clusters for the backward shift to close.
+  std::uniform_int_distribution<int64_t> universe(-30000, 30000);
+  std::vector<int64_t> held;
+  for (int round = 0; round < 400; ++round) {
+    // Replace a random share of the holders with ids not held.
+    std::shuffle(held.begin(), held.end(), rng);
+    const size_t leaving = std::min(held.size(), static_cast<size_t>(rng() % 300));
+    std::vector<int64_t> gone(held.end() - static_cast<std::ptrdiff_t>(leaving), held.end());
+    held.resize(held.size() - leaving);
+    for (int64_t id : gone) want.erase(id);
+    std::vector<int64_t> fresh, rows;
+    while (held.size() + fresh.size() < static_cast<size_t>(kSlots) && fresh.size() < 400) {
+      const int64_t id = universe(rng);
+      if (want.contains(id) || std::find(fresh.begin(), fresh.end(), id) != fresh.end() ||
+          std::find(gone.begin(), gone.end(), id) != gone.end()) {
+        continue;
+      }
+      fresh.push_back(id);
+      rows.push_back(static_cast<int64_t>(rng() % 1000000));
+    }
+    index.ReplaceMany(gone, fresh, rows.data());
+    for (size_t k = 0; k < fresh.size(); ++k) want[fresh[k]] = rows[k], held.push_back(fresh[k]);
+    ASSERT_EQ(index.size(), static_cast<int64_t>(want.size()));
+    // Look up a batch longer than the prefetch distance, hits and misses mixed.
+    std::vector<int64_t> probe(100 + rng() % 200);
+    for (auto& id : probe) id = (rng() % 2 && !held.empty()) ? held[rng() % held.size()] : universe(rng);
+    std::vector<int64_t> got(probe.size());
+    index.FindMany(probe, got.data());
+    for (size_t k = 0; k < probe.size(); ++k) {
+      const auto it = want.find(probe[k]);
+      ASSERT_EQ(got[k], it == want.end() ? -1 : it->second) << "round " << round << ", id " << probe[k];
+      ASSERT_EQ(index.Find(probe[k]), got[k]);
+    }
+  }
+  EXPECT_GT(index.size(), kSlots / 2);
+}
+
+TEST(IdSlotIndexTest, StaysAQuarterFull) {
+  const IdSlotIndex index(1000000);
+  EXPECT_GE(index.capacity(), 1000000);
+  EXPECT_EQ(IdIndexEntries(1000000), uint64_t{1} << 22);
+  EXPECT_EQ(index.bytes(), static_cast<size_t>(IdIndexEntries(1000000)) * 16);
+}
+
+TEST(FastSortTest, SortUniqueMatchesSortAndUniqueOnBothPaths) {
+  std::mt19937_64 rng(3);
+  std::vector<uint64_t> bits;
+  for (const int64_t n : {0, 1, 10, 63, 64, 1000, 50000}) {
+    for (const int64_t range : {int64_t{64}, int64_t{1000}, int64_t{1} << 20}) {
+      std::vector<int64_t> v(static_cast<size_t>(n));
+      for (auto& x : v) x = 500 + static_cast<int64_t>(rng() % static_cast<uint64_t>(range));
+      std::vector<int64_t> want = v;
+      std::sort(want.begin(), want.end());
+      want.erase(std::unique(want.begin(), want.end()), want.end());
+      v.erase(SortUnique(v.begin(), v.end(), 500, range, bits), v.end());
+      EXPECT_EQ(v, want) << n << " values in a range of " << range;
+    }
+  }
+}
+
+struct Candidate {
+  double key;
+  int64_t id;
+};
+
+// The order OrderByKeyThenHash promises: key descending, then Fmix64(id).
+void ExpectOrdered(std::vector<Candidate> v) {
+  std::vector<Candidate> want = v;
+  std::sort(want.begin(), want.end(), [](const Candidate& a, const Candidate& b) {
+    return a.key != b.key ? a.key > b.key : Fmix64(static_cast<uint64_t>(a.id)) < Fmix64(static_cast<uint64_t>(b.id));
+  });
+  // The input's order must not matter: reverse it.
+  std::reverse(v.begin(), v.end());
+  OrderByKeyThenHash(v, [](const Candidate& c) { return c.key; }, [](const Candidate& c) { return c.id; });
+  ASSERT_EQ(v.size(), want.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(v[i].key, want[i].key) << "at " << i;
+    ASSERT_EQ(v[i].id, want[i].id) << "at " << i;
+  }
+}
+
+TEST(FastSortTest, OrderByKeyThenHashMatchesSortOnBothPaths) {
+  std::mt19937_64 rng(11);
+  for (const int distinct_keys : {1, 2, 10, 255, 256, 5000}) {
+    std::vector<Candidate> v(20000);
+    for (auto& c : v) {
+      c.key = -static_cast<double>(rng() % static_cast<uint64_t>(distinct_keys));
+      // Negative ids too, and ids whose hashes share their top bits.
+      c.id = static_cast<int64_t>(rng()) >> (rng() % 40);
+    }
+    // Distinct ids (a window's candidates are).
+    std::sort(v.begin(), v.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+    v.erase(std::unique(v.begin(), v.end(), [](const Candidate& a, const Candidate& b) { return a.id == b.id; }),
+            v.end());
+    std::shuffle(v.begin(), v.end(), rng);
+    SCOPED_TRACE(distinct_keys);
+    ExpectOrdered(v);
+  }
+  ExpectOrdered({});
+  ExpectOrdered({{1.0, 5}});
+}
+
+}  // namespace
+}  // namespace shardrec::mc
