@@ -31,6 +31,16 @@ TEST(HugePageAllocatorTest, SmallBlocksAndOverAlignedTypes) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(lines.data()) % 64, 0u);
   HugePageAllocator<int64_t> a;
   EXPECT_THROW((void)a.allocate(static_cast<size_t>(-1) / 4), std::bad_array_new_length);
+  HugePageAllocator<char> bytes;
+  EXPECT_THROW((void)bytes.allocate(static_cast<size_t>(-1) - 100), std::bad_alloc);  // rounding up would wrap
+  // Exactly 2 MiB: the huge-page path, freed through it.
+  char* edge = bytes.allocate(kHugePageBytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(edge) % kHugePageBytes, 0u);
+  edge[kHugePageBytes - 1] = 1;
+  bytes.deallocate(edge, kHugePageBytes);
+  char* below = bytes.allocate(kHugePageBytes - 1);
+  below[kHugePageBytes - 2] = 1;
+  bytes.deallocate(below, kHugePageBytes - 1);
 }
 
 }  // namespace

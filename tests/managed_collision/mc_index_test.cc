@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <random>
 #include <unordered_map>
 #include <vector>
@@ -86,15 +87,16 @@ struct Candidate {
   int64_t id;
 };
 
-// The order OrderByKeyThenHash promises: key descending, then Fmix64(id).
+// The order OrderByKeyThenPlacement promises: key descending, then
+// PlacementOrder(id).
 void ExpectOrdered(std::vector<Candidate> v) {
   std::vector<Candidate> want = v;
   std::sort(want.begin(), want.end(), [](const Candidate& a, const Candidate& b) {
-    return a.key != b.key ? a.key > b.key : Fmix64(static_cast<uint64_t>(a.id)) < Fmix64(static_cast<uint64_t>(b.id));
+    return a.key != b.key ? a.key > b.key : PlacementOrder(a.id) < PlacementOrder(b.id);
   });
   // The input's order must not matter: reverse it.
   std::reverse(v.begin(), v.end());
-  OrderByKeyThenHash(v, [](const Candidate& c) { return c.key; }, [](const Candidate& c) { return c.id; });
+  OrderByKeyThenPlacement(v, [](const Candidate& c) { return c.key; }, [](const Candidate& c) { return c.id; });
   ASSERT_EQ(v.size(), want.size());
   for (size_t i = 0; i < v.size(); ++i) {
     ASSERT_EQ(v[i].key, want[i].key) << "at " << i;
@@ -102,14 +104,32 @@ void ExpectOrdered(std::vector<Candidate> v) {
   }
 }
 
-TEST(FastSortTest, OrderByKeyThenHashMatchesSortOnBothPaths) {
+// Fmix64's inverse (each step undone in reverse order; x ^= x >> 33 is its
+// own inverse), to build ids with a chosen PlacementOrder.
+uint64_t UnFmix64(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0x9cb4b2f8129337dbULL;  // the inverse of 0xc4ceb9fe1a85ec53 modulo 2^64
+  k ^= k >> 33;
+  k *= 0x4f74430c22a54005ULL;  // the inverse of 0xff51afd7ed558ccd
+  k ^= k >> 33;
+  return k;
+}
+int64_t IdPlacedAt(uint64_t order) { return static_cast<int64_t>(UnFmix64(std::rotl(order, 32))); }
+
+TEST(FastSortTest, OrderByKeyThenPlacementMatchesSortOnBothPaths) {
   std::mt19937_64 rng(11);
+  ASSERT_EQ(PlacementOrder(IdPlacedAt(0x123456789abcdefULL)), 0x123456789abcdefULL);
   for (const int distinct_keys : {1, 2, 10, 255, 256, 5000}) {
-    std::vector<Candidate> v(20000);
-    for (auto& c : v) {
-      c.key = -static_cast<double>(rng() % static_cast<uint64_t>(distinct_keys));
-      // Negative ids too, and ids whose hashes share their top bits.
-      c.id = static_cast<int64_t>(rng()) >> (rng() % 40);
+    std::vector<Candidate> v;
+    for (int i = 0; i < 20000; ++i) {
+      const double key = -static_cast<double>(rng() % static_cast<uint64_t>(distinct_keys));
+      // Every third id shares the top 32 bits of its order with others
+      // (runs the radix passes leave to the insertion pass), and a few
+      // share the top 56 (ties the final comparison breaks).
+      uint64_t order = rng();
+      if (i % 3 == 0) order = (uint64_t{0xabcd1234} << 32) | (order & 0xffffffffULL);
+      if (i % 97 == 0) order = (uint64_t{0x5a5a5a5a5a5a5a} << 8) | (order & 0xff);
+      v.push_back({key, IdPlacedAt(order)});
     }
     // Distinct ids (a window's candidates are).
     std::sort(v.begin(), v.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });

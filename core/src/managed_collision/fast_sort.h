@@ -40,20 +40,26 @@ It SortUnique(It first, It last, int64_t lo, int64_t range, std::vector<uint64_t
   return out;
 }
 
+// The order the eviction round places a key's candidates in: a bijection
+// of the id, so two ids never tie, and one whose top bits are not those
+// that chose the id's bucket (BucketOf scales Fmix64's top bits): within a
+// bucket they would all share a prefix, and the radix passes below would
+// leave long runs to the insertion pass.
+inline uint64_t PlacementOrder(int64_t id) { return std::rotr(Fmix64(static_cast<uint64_t>(id)), 32); }
+
 // Reorders `v` by key_of, the highest first, and within a key by
-// Fmix64(id_of): an order that depends on the elements alone, not on the
-// order they came in (two ids never tie: Fmix64 is a bijection). The
-// eviction round places candidates in this order.
+// PlacementOrder(id_of): an order that depends on the elements alone, not
+// on the order they came in.
 //
 // A round's candidates share few keys (lru: one per step of the window,
 // lfu: one per count), so this is four radix passes of 8 bits over (key's
-// rank, top 24 bits of the hash) and an insertion pass for the rare equal
-// prefixes: ~3 ms for 200k where std::sort by (key, id) took 13. With more
-// than 255 distinct keys, std::sort.
+// rank, top 24 bits of PlacementOrder) and an insertion pass for the rare
+// equal prefixes: ~3 ms for 200k where std::sort by (key, id) took 13.
+// With more than 255 distinct keys, std::sort.
 template <typename T, typename KeyOf, typename IdOf>
-void OrderByKeyThenHash(std::vector<T>& v, KeyOf key_of, IdOf id_of) {
+void OrderByKeyThenPlacement(std::vector<T>& v, KeyOf key_of, IdOf id_of) {
   using Key = decltype(key_of(v.front()));
-  auto hash = [&](const T& x) { return Fmix64(static_cast<uint64_t>(id_of(x))); };
+  auto hash = [&](const T& x) { return PlacementOrder(id_of(x)); };
   auto before = [&](const T& a, const T& b) {
     return key_of(a) != key_of(b) ? key_of(a) > key_of(b) : hash(a) < hash(b);
   };
@@ -86,7 +92,7 @@ void OrderByKeyThenHash(std::vector<T>& v, KeyOf key_of, IdOf id_of) {
     for (size_t r = 0; r < keys.size(); ++r) rank_of[by_key[r]] = r;
   }
   struct Keyed {
-    uint64_t order, at;  // order: the key's rank in the top 8 bits, then the hash's top 56
+    uint64_t order, at;  // order: the key's rank in the top 8 bits, then PlacementOrder's top 56
   };
   std::vector<Keyed> keyed(v.size()), tmp(v.size());
   for (size_t i = 0; i < v.size(); ++i) keyed[i] = {(rank_of[place[i]] << 56) | (hash(v[i]) >> 8), i};

@@ -83,10 +83,11 @@ class IdSlotIndex {
   }
 
   // Erases every id of `gone` (all present) and inserts ids[i] -> rows[i]
-  // (none present), the two interleaved so that both streams of random
-  // lines are in flight at once, each home prefetched kWriteAhead early for
-  // writing. Inserting an id before erasing another is safe: the index
-  // stays under half full, and erasing finds its id wherever it is.
+  // (none present, none in `gone`), the two interleaved (erase i, insert i,
+  // erase i + 1, ...) so that both streams of random lines are in flight at
+  // once, each home prefetched kWriteAhead early for writing. An insert may
+  // come before an erase of an id further on: safe, as the index stays
+  // under half full and an erase finds its id wherever it is.
   void ReplaceMany(std::span<const int64_t> gone, std::span<const int64_t> ids, const int64_t* rows) {
     const size_t n = std::max(gone.size(), ids.size());
     for (size_t i = 0; i < n; ++i) {

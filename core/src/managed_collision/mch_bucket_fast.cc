@@ -18,11 +18,14 @@
 // three times the cost: every pop walked 20 levels of a 1M-entry heap.
 //
 // Against the exact round (TorchRec's rule): the same admissions and
-// evictions, candidates in the same order (score, then window count, then
-// id), except among residents with equal scores, where the lower slot goes
-// first (the exact round: the lower raw id); and empty slots are filled
-// before any holder is evicted (the exact round ranks them as count 0, last
-// access 0, which every built-in policy places below any candidate).
+// evictions, candidates admitted in the same order (score, then window
+// count, then id), except among residents with equal scores, where the
+// lower slot goes first (the exact round: the lower raw id); and empty
+// slots are filled before any holder is evicted (the exact round ranks them
+// as count 0, last access 0, which every built-in policy places below any
+// candidate). Which slot an admitted candidate takes differs: here it
+// follows PlacementOrder(id) within a key (fast_sort.h), which like the
+// exact round's order depends on the ids alone.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -170,10 +173,10 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
     }
   }
   // Grouped by key, best first, each group in an order of the ids alone
-  // (fast_sort.h; 3 ms for 200k candidates where std::sort by the tie
-  // order took 13). The tie order matters only in a group that does not all
+  // (PlacementOrder, fast_sort.h; 3 ms for 200k candidates where std::sort
+  // by the tie order took 13). The tie order matters only in a group that does not all
   // fit, which is ordered on its own below.
-  OrderByKeyThenHash(best, [](const Ranked& r) { return r.key; }, [](const Ranked& r) { return r.id; });
+  OrderByKeyThenPlacement(best, [](const Ranked& r) { return r.key; }, [](const Ranked& r) { return r.id; });
   // 1. Each admitted candidate's slot: an empty one, or the lowest holder's.
   // Only keys are read here; the slots' other fields and the id index are
   // written in the passes after it, which prefetch ahead.
@@ -241,9 +244,8 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
     if (!all) {  // the best of the group by the tie order, then in the group's order again
       const auto admitted = first + static_cast<std::ptrdiff_t>(got.size());
       std::nth_element(first, admitted, best.begin() + static_cast<std::ptrdiff_t>(end), better);
-      std::sort(first, admitted, [](const Ranked& a, const Ranked& b) {
-        return Fmix64(static_cast<uint64_t>(a.id)) < Fmix64(static_cast<uint64_t>(b.id));
-      });
+      std::sort(first, admitted,
+                [](const Ranked& a, const Ranked& b) { return PlacementOrder(a.id) < PlacementOrder(b.id); });
     }
     for (size_t k = 0; k < got.size(); ++k) taken.emplace_back(got[k], best[g + k]);
     if (!all) break;

@@ -2,9 +2,10 @@
 // state): blocks of 2 MiB or more are 2 MiB-aligned and advised as
 // transparent huge pages (madvise MADV_HUGEPAGE), so a random read costs a
 // cache miss and not also a TLB miss and a page walk. Where THP is set to
-// "madvise" (Debian's default) nothing else gets huge pages; where it is
-// "never" the advice is ignored and the memory works as any other.
-// Smaller blocks come from operator new as usual.
+// "madvise" (Debian's default) memory is otherwise left in 4 KiB pages
+// unless advised (a heap region once advised keeps the advice when malloc
+// reuses it); where it is "never" the advice is ignored and the memory
+// works as any other. Smaller blocks come from operator new as usual.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +29,7 @@ struct HugePageAllocator {
     if (n > static_cast<size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
     const size_t bytes = n * sizeof(T);
     if (bytes < kHugePageBytes) return static_cast<T*>(::operator new(bytes, std::align_val_t{alignof(T)}));
+    if (bytes > static_cast<size_t>(-1) - kHugePageBytes) throw std::bad_alloc();  // rounding up would wrap
     const size_t rounded = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
     void* p = std::aligned_alloc(kHugePageBytes, rounded);
     if (p == nullptr) throw std::bad_alloc();
