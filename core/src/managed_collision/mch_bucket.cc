@@ -17,12 +17,12 @@ MchBucket::MchBucket(int64_t first_row, int64_t slots, int64_t mch_first, int64_
       mch_first_(mch_first),
       mch_rows_(mch_rows),
       metadata_columns_(metadata_columns),
+      incremental_(incremental && metadata_columns == 0),
       slot_(static_cast<size_t>(slots)),
       metadata_(static_cast<size_t>(slots * metadata_columns), 0),
-      order_(incremental && metadata_columns == 0 ? 0 : static_cast<size_t>(slots - 1)),  // the exact round's
+      order_(incremental_ ? 0 : static_cast<size_t>(slots - 1)),  // the exact round's
       index_(slots),
-      candidate_index_(1024, kCandidateSpread),
-      incremental_(incremental && metadata_columns == 0) {
+      candidate_index_(1024, kCandidateSpread) {
   std::iota(order_.begin(), order_.end(), int64_t{0});
   if (incremental_) RebuildFreeSlots();
 }
@@ -318,7 +318,7 @@ int64_t MchBucket::Commit(RoundPlan& plan, std::vector<int64_t>& evicted_rows) {
       ++evictions;
     }
     slot_[s].id = candidate_ids_[c];
-    slot_[s].occupied = 1;
+    slot_[s].occupied = true;
     index_.Insert(slot_[s].id, slot);
     slot_[s].count = candidate_count_[c];
     slot_[s].last = candidate_last_[c];

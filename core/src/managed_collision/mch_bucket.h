@@ -115,6 +115,7 @@ class MchBucket {
   int64_t FiledBytes() const;
 
   int64_t first_row_, slots_, mch_first_, mch_rows_, metadata_columns_;
+  bool incremental_;  // the incremental round (mch_bucket_fast.cc)
   // Everything about one slot that a step or a round reads or writes, in
   // one cache line: a hit's window update, an admission or an eviction
   // misses the cache once per slot, not once per field (six arrays did six
@@ -154,7 +155,6 @@ class MchBucket {
       slots.push_back(slot);
     }
   };
-  bool incremental_ = false;
   std::map<double, KeyBucket> by_key_;
   bool keys_ready_ = true;  // false after ApplyState: the next round scores every holder
   std::vector<int64_t> free_;

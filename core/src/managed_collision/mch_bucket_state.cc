@@ -64,7 +64,7 @@ void MchBucket::ApplyState(const int64_t* rows, std::span<const int64_t> candida
   touched_.clear();
   for (size_t s = 0; s < n; ++s) {
     const int64_t* r = rows + s * width;
-    slot_[s].occupied = static_cast<uint8_t>(r[kOccupied]);
+    slot_[s].occupied = r[kOccupied] != 0;
     slot_[s].id = r[kOccupied] ? r[kId] : 0;
     slot_[s].count = r[kCount];
     slot_[s].last = r[kLast];
@@ -73,12 +73,8 @@ void MchBucket::ApplyState(const int64_t* rows, std::span<const int64_t> candida
     std::copy_n(r + kMetadata, cols, metadata_.begin() + static_cast<std::ptrdiff_t>(s * cols));
     if (r[kWindowCount] > 0) touched_.push_back(static_cast<int64_t>(s));
     if (s + 1 == n) continue;  // the default slot is in no order
-    if (r[kOccupied]) {
-      index.Insert(r[kId], static_cast<int64_t>(s));
-      holders.push_back(static_cast<int64_t>(s));
-    } else {
-      empty.push_back(static_cast<int64_t>(s));
-    }
+    if (r[kOccupied]) index.Insert(r[kId], static_cast<int64_t>(s));
+    if (!incremental_) (r[kOccupied] ? holders : empty).push_back(static_cast<int64_t>(s));  // the exact round's order
   }
   index_ = std::move(index);
   // The tie order the exact round keeps: holders by id, then the empty

@@ -21,26 +21,31 @@ constexpr uint64_t Mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// The initial weight at (global_row, global_col) of a table seeded `seed`,
-// as float32; a kernel storing fp16/bf16 rounds it to nearest-even.
-constexpr float InitialWeight(uint64_t seed, int64_t global_row, int64_t global_col, double lo,
-                              double hi) {
-  const uint64_t h = Mix64(Mix64(seed ^ Mix64(static_cast<uint64_t>(global_row))) +
-                           static_cast<uint64_t>(global_col));
+// The two halves of the hash below: the row's part, shared by its columns,
+// and a column's weight from it (uniform in [lo, hi), as float32).
+constexpr uint64_t InitialRowKey(uint64_t seed, int64_t global_row) {
+  return Mix64(seed ^ Mix64(static_cast<uint64_t>(global_row)));
+}
+constexpr float InitialWeightFromRowKey(uint64_t row_key, int64_t global_col, double lo, double hi) {
+  const uint64_t h = Mix64(row_key + static_cast<uint64_t>(global_col));
   const double unit = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
   return static_cast<float>(lo + (hi - lo) * unit);
 }
 
+// The initial weight at (global_row, global_col) of a table seeded `seed`,
+// as float32; a kernel storing fp16/bf16 rounds it to nearest-even.
+constexpr float InitialWeight(uint64_t seed, int64_t global_row, int64_t global_col, double lo,
+                              double hi) {
+  return InitialWeightFromRowKey(InitialRowKey(seed, global_row), global_col, lo, hi);
+}
+
 // InitialWeight at columns [first_col, first_col + n) of one row, into
-// out[0, n): the same values, with the row's part of the hash computed once
-// (a reset of evicted rows redraws whole rows; per element it cost twice).
+// out[0, n): the row's part of the hash computed once (a reset of evicted
+// rows redraws whole rows; per element it cost twice).
 inline void InitialRowWeights(uint64_t seed, int64_t global_row, int64_t first_col, int64_t n, double lo,
                               double hi, float* out) {
-  const uint64_t row_key = Mix64(seed ^ Mix64(static_cast<uint64_t>(global_row)));
-  for (int64_t c = 0; c < n; ++c) {
-    const uint64_t h = Mix64(row_key + static_cast<uint64_t>(first_col + c));
-    out[c] = static_cast<float>(lo + (hi - lo) * (static_cast<double>(h >> 11) * 0x1.0p-53));
-  }
+  const uint64_t row_key = InitialRowKey(seed, global_row);
+  for (int64_t c = 0; c < n; ++c) out[c] = InitialWeightFromRowKey(row_key, first_col + c, lo, hi);
 }
 
 }  // namespace shardrec::sdk
