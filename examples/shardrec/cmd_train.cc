@@ -63,6 +63,7 @@ struct TrainFlags {
   std::string qcomm;  // --qcomm, as given
   double tolerance = 1e-5;
   std::vector<std::string> managed_collision;  // TABLE:SPEC
+  std::string mc_dist = "fused";               // --mc-dist
   int64_t raw_id_space = 0;                    // 0: 10 x the rows of each managed table
   // Checkpoints (docs/checkpoints.md).
   std::string checkpoint_dir, resume, checkpoint_chunk = "1MiB";
@@ -115,6 +116,7 @@ struct RankResult {
   std::vector<PipelineTimes> pipeline;  // per rank
   std::vector<double> remap_seconds;  // managed collision, per rank
   std::map<std::string, ManagedCollisionStats> mc_stats;
+  std::map<std::string, std::string> mc_dist;  // per table: "fused", or "separate: why"
   std::string output_dist;
   struct Verify {
     Diff output, weights, state;
@@ -194,8 +196,9 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     SR_ASSIGN_OR_RETURN(auto made, ShardedEmbeddingBagCollection::Create(session.registry, group, plan, options, so));
     plain.emplace(std::move(made));
   } else {
+    const auto how = f.mc_dist == "separate" ? ManagedCollisionDist::kSeparate : ManagedCollisionDist::kFused;
     SR_ASSIGN_OR_RETURN(auto made, CreateShardedManagedCollisionEmbeddingBagCollection(session.registry, group, plan,
-                                                                                      managed, options, so));
+                                                                                      managed, options, so, how));
     mc.emplace(std::move(made));
   }
   ShardedEmbeddingBagCollection& ebc = mc ? mc->embedding() : *plain;
@@ -203,6 +206,7 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   std::optional<ManagedCollisionEmbeddingBagCollection> mc_ref;
   RankResult result;
   result.output_dist = ebc.output_dist();
+  if (mc) result.mc_dist = mc->collection().dist();
   if (f.verify) {
     result.verify.emplace();
     if (me == 0 && managed.empty()) {
@@ -758,7 +762,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                                          {"admissions", s.admissions}, {"refusals", s.refusals},
                                          {"evictions", s.evictions},   {"rounds", s.rounds},
                                          {"occupied", s.occupied},     {"capacity", s.capacity},
-                                         {"occupancy", s.occupancy()}};
+                                         {"occupancy", s.occupancy()}, {"dist", r.mc_dist.at(table)}};
       }
     }
     if (r.verify) {
@@ -808,9 +812,10 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                        remap, 100.0 * remap / r.seconds);
     for (const auto& [table, s] : r.mc_stats) {
       out += fmt::format("  {}: hit rate {:.1f}%, default row {:.1f}%, residual {}, admissions {}, evictions {}, "
-                         "refusals {}, occupancy {}/{} ({:.1f}%), {} rounds\n",
+                         "refusals {}, occupancy {}/{} ({:.1f}%), {} rounds; {}\n",
                          table, 100 * s.hit_rate(), 100 * s.default_rate(), s.residual, s.admissions, s.evictions,
-                         s.refusals, s.occupied, s.capacity, 100 * s.occupancy(), s.rounds);
+                         s.refusals, s.occupied, s.capacity, 100 * s.occupancy(), s.rounds,
+                         r.mc_dist.at(table) == "fused" ? "fused into the input dist" : r.mc_dist.at(table));
     }
   }
   for (const auto& c : r.saved) {
@@ -946,6 +951,11 @@ int RunTrain(const std::vector<std::string>& args) {
        "less mch_size), eviction_interval, policy (lru, lfu, distance_lfu, a component name or path/to/lib.so), "
        "mch_size, buckets, input_hash, input_hash_size, threshold, decay_exponent and other policy options; "
        "see docs/managed_collision.md")
+      ("mc-dist", po::value(&f.mc_dist)->default_value(f.mc_dist),
+       "how a sharded managed table meets the input dist: fused (where the plan puts each bucket's rows on one "
+       "rank: table_wise, or row_wise with mch_size=0 and zch_size and buckets multiples of the world size, raw ids "
+       "ride the embedding's input dist and are remapped where their rows live; other tables separate) or "
+       "separate (the collection's own collectives for every table)")
       ("raw-id-space", po::value(&f.raw_id_space)->default_value(f.raw_id_space),
        "distinct raw ids a managed table's feature draws from (0: 10 x the table's rows)")
       ("checkpoint-dir", po::value(&f.checkpoint_dir),
@@ -1097,6 +1107,9 @@ int RunTrain(const std::vector<std::string>& args) {
     if (Status st = MarkPositionWeightedTables(f.model, &tables.value()); !st.ok()) return fail(st.message());
   }
   if (f.raw_id_space < 0) return fail("--raw-id-space must be >= 0");
+  if (f.mc_dist != "fused" && f.mc_dist != "separate") {
+    return fail("--mc-dist '" + f.mc_dist + "': expected fused or separate");
+  }
   std::vector<int64_t> raw_space;
   for (const auto& t : tables.value()) {
     raw_space.push_back(managed->count(t.name) ? (f.raw_id_space > 0 ? f.raw_id_space : 10 * t.num_embeddings) : 0);

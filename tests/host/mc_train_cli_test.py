@@ -3,7 +3,9 @@
 
 --verify passes (sharded equals unsharded, rows, evictions and optimizer
 state) with managed tables under each sharder, over local threads and gloo
-processes, with a tables file and with --managed-collision; the report
+processes, fused into the input dist where the plan allows and separate
+(the report says which, and why not), with a tables file and with
+--managed-collision; the report
 carries per-table counters that add up; a third-party policy given by path
 trains; bad settings are refused before any work with a message naming
 the table.
@@ -54,6 +56,35 @@ for sharder in ["table_wise", "row_wise", "column_wise", "table_row_wise", "data
         counters_add_up(name, report, 12, ["t0", "t2"])
         expect(name + ": rounds ran", report["managed_collision"]["t0"]["rounds"] == 4 * 4,
                json.dumps(report["managed_collision"]["t0"]))
+        # Fused where each bucket's rows sit on one rank: table_wise, and
+        # row_wise for t0 (no residual range, 4 buckets on 2 blocks); not
+        # for replicas. (column_wise and table_row_wise depend on the plan.)
+        dist = {t: s["dist"] for t, s in report["managed_collision"].items()}
+        want = {"table_wise": {"t0": "fused", "t2": "fused"},
+                "row_wise": {"t0": "fused", "t2": "separate: row_wise: bucket 0's rows"}}.get(sharder)
+        if want:
+            expect(name + ": fused where the plan allows",
+                   all(dist[t].startswith(w) for t, w in want.items()), json.dumps(dist))
+        elif sharder == "data_parallel":
+            expect(name + ": separate, with the reason",
+                   all(d.startswith("separate: data_parallel: every rank holds") for d in dist.values()),
+                   json.dumps(dist))
+
+# Fused over gloo processes, and every table separate when asked.
+for how in ["fused", "separate"]:
+    r = run(*base, *mc_flags, "--sharder", "table_wise", "--comm", "gloo", "--world-size", "2", "--verify",
+            "--mc-dist", how)
+    name = f"train --mc-dist {how} --verify (table_wise, 2 gloo processes)"
+    ok = r.returncode == 0
+    expect(name, ok, r.stdout + r.stderr)
+    if ok:
+        report = json.loads(r.stdout.strip().splitlines()[-1])
+        expect(name + ": verify ok", report["verify"]["ok"], json.dumps(report["verify"]))
+        dist = [s["dist"] for s in report["managed_collision"].values()]
+        expect(name + ": each table " + how, all(d.startswith(how) for d in dist), json.dumps(dist))
+r = run(*base, *mc_flags, "--mc-dist", "sometimes")
+expect("refuses --mc-dist sometimes", r.returncode != 0 and "expected fused or separate" in r.stderr,
+       r.stdout + r.stderr)
 
 # Over gloo processes, world 3 (buckets 4 split 1/1/2).
 r = run(*base, *mc_flags, "--sharder", "row_wise", "--comm", "gloo", "--world-size", "3", "--verify")

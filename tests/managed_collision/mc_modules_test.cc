@@ -4,12 +4,15 @@
 // of the test parameter: each rank manages its slice of every managed
 // table's buckets, yet outputs at every step, every row and optimizer
 // state at the end and the summed counters equal the unsharded module's
-// on the concatenated batch, for each built-in sharder and world sizes 1-3.
+// on the concatenated batch, for each built-in sharder and world sizes 1-3,
+// with tables fused into the embedding's input dist where the plan allows
+// and with every table separate.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include <mutex>
+#include <set>
 
 #include "../modules/sharded_fixture.h"
 #include "mc_stream.h"
@@ -47,8 +50,11 @@ class ManagedCollisionModules : public ShardedTest {
     return options;
   }
 
-  void RunEbc(const std::string& sharder, int world) {
-    SCOPED_TRACE(fmt::format("sharder={} world={}", sharder, world));
+  // expect_fused: the tables the collection must fuse (kFused only).
+  void RunEbc(const std::string& sharder, int world, ManagedCollisionDist dist = ManagedCollisionDist::kFused,
+              const ManagedCollisionConfigs& managed = Managed(), std::set<std::string> expect_fused = {}) {
+    SCOPED_TRACE(fmt::format("sharder={} world={} dist={}", sharder, world,
+                             dist == ManagedCollisionDist::kFused ? "fused" : "separate"));
     const auto tables = Tables(PoolingType::kSum);
     PlanRequest req;
     req.tables = tables;
@@ -57,7 +63,7 @@ class ManagedCollisionModules : public ShardedTest {
     req.sharder = sharder;
     auto plan = MakePlan(registry_, req);
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    auto ref = CreateManagedCollisionEmbeddingBagCollection(registry_, tables, Managed(), Options());
+    auto ref = CreateManagedCollisionEmbeddingBagCollection(registry_, tables, managed, Options());
     ASSERT_TRUE(ref.ok()) << ref.status().ToString();
     std::vector<int64_t> first(static_cast<size_t>(world) + 1, 0);
     for (int r = 0; r < world; ++r) first[static_cast<size_t>(r) + 1] = first[static_cast<size_t>(r)] + BatchOf(r);
@@ -80,8 +86,18 @@ class ManagedCollisionModules : public ShardedTest {
     Replicas replicas;
     OnRanks(world, [&](const ProcessGroup& group) {
       const int me = group.rank();
-      auto mc = CreateShardedManagedCollisionEmbeddingBagCollection(registry_, group, plan.value(), Managed(), Options());
+      auto mc = CreateShardedManagedCollisionEmbeddingBagCollection(registry_, group, plan.value(), managed, Options(),
+                                                                     {}, dist);
       ASSERT_TRUE(mc.ok()) << mc.status().ToString();
+      for (const auto& [name, how] : mc->collection().dist()) {
+        const bool fused = how == "fused";
+        if (dist == ManagedCollisionDist::kSeparate) {
+          EXPECT_FALSE(fused) << name << ": " << how;
+        }
+        if (expect_fused.count(name)) {
+          EXPECT_TRUE(fused) << name << ": " << how;
+        }
+      }
       for (int step = 0; step < kSteps; ++step) {
         auto out = mc->Forward(RawBatch(tables, me, step), true);
         ASSERT_TRUE(out.ok()) << out.status().ToString();
@@ -112,10 +128,58 @@ class ManagedCollisionModules : public ShardedTest {
 TEST_P(ManagedCollisionModules, ShardedEbcEqualsUnshardedForEverySharder) {
   // row_cyclic routes ids itself: evicted rows must be reset at the global
   // rows its local rows stand for (they once were reset at local ones).
+  // Fused where the plan allows (table_wise: every table; row_wise: t1 on
+  // 1 and 2 ranks, whose 2 buckets fall on the row blocks), separate
+  // elsewhere; and every table separate when asked.
   for (const std::string sharder :
        {"table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel", "row_cyclic"}) {
-    for (int world = 1; world <= 3; ++world) RunEbc(sharder, world);
+    for (int world = 1; world <= 3; ++world) {
+      std::set<std::string> fused;
+      if (sharder == "table_wise") fused = {"t0", "t1"};
+      if (sharder == "row_wise" && world <= 2) fused = {"t1"};
+      RunEbc(sharder, world, ManagedCollisionDist::kFused, Managed(), fused);
+      RunEbc(sharder, world, ManagedCollisionDist::kSeparate);
+    }
   }
+}
+
+TEST_P(ManagedCollisionModules, FusedRowWiseWithBucketsOnEveryRank) {
+  // No residual range, zch_size and buckets multiples of the world size:
+  // every rank manages the buckets of its own row block.
+  ManagedCollisionConfigs managed;
+  managed["t0"] = ParseManagedCollision("t0", "zch_size=16,buckets=4,policy=lru,eviction_interval=1").value();
+  managed["t1"] = ParseManagedCollision("t1", "zch_size=10,buckets=2,policy=lfu,eviction_interval=3").value();
+  RunEbc("row_wise", 2, ManagedCollisionDist::kFused, managed, {"t0", "t1"});
+  RunEbc("row_wise", 4, ManagedCollisionDist::kFused, managed, {"t0"});
+}
+
+TEST_P(ManagedCollisionModules, FusedInputMustBeRemappedBeforeTheLookup) {
+  if (GetParam() != "local") GTEST_SKIP() << "one comm parameter is enough";
+  const auto tables = Tables(PoolingType::kSum);
+  PlanRequest req;
+  req.tables = tables;
+  req.world_size = 1;
+  req.ranks_per_host = 1;
+  req.sharder = "table_wise";
+  auto plan = MakePlan(registry_, req);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  OnRanks(1, [&](const ProcessGroup& group) {
+    auto mc = CreateShardedManagedCollisionEmbeddingBagCollection(registry_, group, plan.value(), Managed(), Options());
+    ASSERT_TRUE(mc.ok()) << mc.status().ToString();
+    ASSERT_FALSE(mc->collection().routes().empty());
+    // Raw ids routed but never remapped: the lookup refuses them.
+    auto dist = mc->embedding().DistributeInput(RawBatch(tables, 0, 0), nullptr, &mc->collection().routes());
+    ASSERT_TRUE(dist.ok()) << dist.status().ToString();
+    EXPECT_TRUE(dist->rows_pending);
+    auto out = mc->embedding().Forward(*dist);
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.status().message().find("never remapped"), std::string::npos) << out.status().message();
+    // Remapped once: rows of the tables; a second remap is refused.
+    ASSERT_TRUE(mc->collection().RemapReceived(*dist, true).ok());
+    for (int64_t v : dist->received.values()) EXPECT_TRUE(v >= 0 && v < 16) << v;
+    EXPECT_FALSE(mc->collection().RemapReceived(*dist, true).ok());
+    EXPECT_TRUE(mc->embedding().Forward(*dist).ok());
+  });
 }
 
 TEST_P(ManagedCollisionModules, ShardedEcEqualsUnsharded) {

@@ -17,7 +17,7 @@ struct BlockLists {
 }  // namespace
 
 StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJaggedTensor& input, int32_t bounds_check,
-                                     bool with_weights) {
+                                     bool with_weights, const IdRoutes* routes) {
   const auto& features = layout.features();
   if (static_cast<size_t>(input.num_keys()) != features.size()) {
     return InternalError("input dist: the input does not hold the layout's features");
@@ -40,11 +40,29 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
     const int64_t batch = input.stride_per_key()[f];
     const int64_t begin = input.offsets()[static_cast<size_t>(first_bag)];
     const int64_t end = input.offsets()[static_cast<size_t>(first_bag + batch)];
-    // Out-of-range ids first (the router needs in-range ids).
     std::vector<int64_t> ids(values.begin() + begin, values.begin() + end);
     std::vector<bool> valid(ids.size(), true);
+    block.resize(ids.size());
+    local.resize(ids.size());
+    const IdRoute* route = routes != nullptr && static_cast<size_t>(t) < routes->size() &&
+                                   (*routes)[static_cast<size_t>(t)]
+                               ? &(*routes)[static_cast<size_t>(t)]
+                               : nullptr;
+    if (route != nullptr) {
+      // Sent as the route makes them: the receiving rank makes them rows.
+      (*route)(ids, block.data());
+      local = ids;
+      const auto blocks = static_cast<int32_t>(layout.routing(t).block_rows.size());
+      for (int32_t blk : block) {
+        if (blk < 0 || blk >= blocks) {
+          return InternalError(fmt::format("input dist: table '{}' routed an id to row block {} of {}", config.name,
+                                           blk, blocks));
+        }
+      }
+    }
+    // Out-of-range ids first (the router needs in-range ids).
     int64_t b = 0;
-    for (size_t i = 0; i < ids.size(); ++i) {
+    for (size_t i = 0; i < ids.size() && route == nullptr; ++i) {
       if (ids[i] >= 0 && ids[i] < rows) continue;
       if (bounds_check == SR_BOUNDS_CHECK_FATAL) {
         while (input.offsets()[static_cast<size_t>(first_bag + b + 1)] <= begin + static_cast<int64_t>(i)) ++b;
@@ -55,9 +73,7 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
       ids[i] = 0;
       ++out.invalid;
     }
-    block.resize(ids.size());
-    local.resize(ids.size());
-    SR_RETURN_IF_ERROR(layout.Route(t, ids, block.data(), local.data()));
+    if (route == nullptr) SR_RETURN_IF_ERROR(layout.Route(t, ids, block.data(), local.data()));
     const auto& routing = layout.routing(t);
     auto& mine = lists[f];
     mine.resize(routing.block_rows.size());

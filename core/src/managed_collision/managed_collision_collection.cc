@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "fused_dist.h"
+
 namespace shardrec {
 namespace {
 
@@ -148,15 +150,65 @@ std::map<std::string, ManagedCollisionStats> ManagedCollisionCollection::Stats()
 
 StatusOr<ShardedManagedCollisionCollection> ShardedManagedCollisionCollection::Create(
     const PluginRegistry& registry, const ProcessGroup& group, const std::vector<EmbeddingTableConfig>& tables,
-    const ManagedCollisionConfigs& managed) {
+    const ManagedCollisionConfigs& managed, const ShardLayout* layout) {
   SR_ASSIGN_OR_RETURN(auto features, ManagedFeatures(tables, managed));
   const int64_t world = group.world_size(), rank = group.rank();
+  if (layout != nullptr && layout->world_size() != world) {
+    return InvalidArgumentError(fmt::format("managed collision: the plan is for {} ranks, the group has {}",
+                                            layout->world_size(), world));
+  }
   std::vector<MchManagedCollisionModule> modules;
   std::vector<Managed> entries;
+  std::vector<Fused> fused;
+  IdRoutes routes;
+  std::map<std::string, std::string> dist;
   for (const auto& t : tables) {
     auto it = managed.find(t.name);
     if (it == managed.end()) continue;
-    const int64_t buckets = it->second.buckets;
+    const ManagedCollisionConfig& config = it->second;
+    const int64_t buckets = config.buckets;
+    // Fused where the layout puts every bucket's rows on one rank.
+    int32_t pt = -1;
+    mc::BucketPlacement placed{{}, "as asked (no embedding plan given)"};
+    if (layout != nullptr) {
+      const auto& planned = layout->plan().tables;
+      for (size_t k = 0; k < planned.size(); ++k) {
+        if (planned[k].config.name == t.name) pt = static_cast<int32_t>(k);
+      }
+      placed = pt < 0 ? mc::BucketPlacement{{}, "the embedding's plan has no such table"}
+                      : mc::PlaceBuckets(*layout, pt, config);
+    }
+    if (!placed.bucket_block.empty()) {
+      const TableRouting& routing = layout->routing(pt);
+      const auto& shards = layout->plan().tables[static_cast<size_t>(pt)].placement.shards;
+      Fused entry{modules.size(), {}, 0, 0};
+      BucketRange mine{0, 0};
+      for (int64_t b = 0; b < buckets; ++b) {
+        const int32_t blk = placed.bucket_block[static_cast<size_t>(b)];
+        const auto& owner = shards[static_cast<size_t>(routing.block_shards[static_cast<size_t>(blk)][0])];
+        if (owner.rank != rank) continue;
+        if (mine.last == mine.first) mine.first = b;  // a rank's buckets are consecutive: it holds one block
+        mine.last = b + 1;
+        entry.first_row = routing.block_row_offset[static_cast<size_t>(blk)];
+        entry.num_rows = routing.block_rows[static_cast<size_t>(blk)];
+      }
+      const auto& slots = layout->slots(static_cast<int>(rank));
+      for (size_t k = 0; k < slots.size(); ++k) {
+        if (slots[k].table == pt) entry.keys.push_back(k);
+      }
+      SR_ASSIGN_OR_RETURN(auto module, MchManagedCollisionModule::Create(registry, t.name, config, mine));
+      routes.resize(layout->plan().tables.size());
+      routes[static_cast<size_t>(pt)] = [config, blocks = std::move(placed.bucket_block)](std::span<int64_t> ids,
+                                                                                          int32_t* block) {
+        PreprocessIds(config, ids);
+        for (size_t i = 0; i < ids.size(); ++i) block[i] = blocks[static_cast<size_t>(BucketOfId(config, ids[i]))];
+      };
+      dist[t.name] = "fused";
+      fused.push_back(std::move(entry));
+      modules.push_back(std::move(module));
+      continue;
+    }
+    dist[t.name] = "separate: " + placed.why;
     Managed entry{modules.size(), features[t.name].features, std::vector<int>(static_cast<size_t>(buckets))};
     for (int64_t r = 0; r < world; ++r) {
       for (int64_t b = r * buckets / world; b < (r + 1) * buckets / world; ++b) {
@@ -164,11 +216,15 @@ StatusOr<ShardedManagedCollisionCollection> ShardedManagedCollisionCollection::C
       }
     }
     const BucketRange mine{rank * buckets / world, (rank + 1) * buckets / world};
-    SR_ASSIGN_OR_RETURN(auto module, MchManagedCollisionModule::Create(registry, t.name, it->second, mine));
+    SR_ASSIGN_OR_RETURN(auto module, MchManagedCollisionModule::Create(registry, t.name, config, mine));
     entries.push_back(std::move(entry));
     modules.push_back(std::move(module));
   }
-  return ShardedManagedCollisionCollection(group, std::move(modules), std::move(entries));
+  ShardedManagedCollisionCollection out(group, std::move(modules), std::move(entries));
+  out.fused_ = std::move(fused);
+  out.routes_ = std::move(routes);
+  out.dist_ = std::move(dist);
+  return out;
 }
 
 StatusOr<const ProcessGroup*> ShardedManagedCollisionCollection::GroupFor(const ProcessGroup* via) const {
@@ -252,32 +308,18 @@ StatusOr<KeyedJaggedTensor> ShardedManagedCollisionCollection::Forward(const Key
   bool due = false;
   Status failed = Status::Ok();
   size_t staged = 0;
-  for (; staged < tables; ++staged) {
-    MchManagedCollisionModule& module = modules_[managed_[staged].module];
-    due = due || (training && module.iteration() + 1 - module.last_round() == module.config().eviction_interval);
-    failed = module.Stage(local[staged], training);
-    if (!failed.ok()) break;
-  }
-  if (!failed.ok()) {
-    // Keep the count of iterations the same as the other ranks' for the check below.
-    for (size_t m = staged + 1; m < tables; ++m) {
-      const auto& module = modules_[managed_[m].module];
-      due = due || (training && module.iteration() + 1 - module.last_round() == module.config().eviction_interval);
+  for (size_t m = 0; m < tables; ++m) {
+    MchManagedCollisionModule& module = modules_[managed_[m].module];
+    // Every table's due flag, even after a failure: the other ranks count them all.
+    due = due || mc::RoundDue(module.iteration(), module.last_round(), module.config(), training);
+    if (failed.ok()) {
+      failed = module.Stage(local[m], training);
+      if (failed.ok()) staged = m + 1;
     }
   }
-  if (due) {
-    Tensor flag = Tensor::FromVector(std::vector<int64_t>{failed.ok() ? 0 : group->rank() + 1});
-    Tensor worst = Tensor::Empty(dtype::kInt64, {1});
-    SR_RETURN_IF_ERROR(group->AllReduce(flag, &worst, SR_REDUCE_MAX));
-    const int64_t bad = worst.data<int64_t>()[0];
-    if (bad != 0 && failed.ok()) {
-      failed = InternalError(fmt::format("managed collision: an eviction round failed on rank {} (see its error); "
-                                         "nothing was applied",
-                                         bad - 1));
-    }
-  }
+  failed = mc::AgreeOnRound(*group, due, std::move(failed));
   if (!failed.ok()) {
-    for (size_t m = 0; m < std::min(staged, tables); ++m) modules_[managed_[m].module].Discard();
+    for (size_t m = 0; m < staged; ++m) modules_[managed_[m].module].Discard();
     return failed;
   }
   round_pending_ = round_pending_ || due;
@@ -301,6 +343,10 @@ StatusOr<KeyedJaggedTensor> ShardedManagedCollisionCollection::Forward(const Key
 
 StatusOr<std::map<std::string, std::vector<int64_t>>> ShardedManagedCollisionCollection::Evict(const ProcessGroup* via) {
   std::map<std::string, std::vector<int64_t>> out;
+  for (const Fused& f : fused_) {  // rows of this rank's own shard: reset here, gathered nowhere
+    std::vector<int64_t> rows = modules_[f.module].TakeEvictedRows();
+    if (!rows.empty()) out[modules_[f.module].table()] = std::move(rows);
+  }
   if (!round_pending_) return out;  // every rank knows: rounds run at the same steps everywhere
   SR_ASSIGN_OR_RETURN(const ProcessGroup* group, GroupFor(via));
   round_pending_ = false;

@@ -29,10 +29,13 @@ StatusOr<ManagedCollisionEmbeddingCollection> CreateManagedCollisionEmbeddingCol
 
 StatusOr<ShardedManagedCollisionEmbeddingBagCollection> CreateShardedManagedCollisionEmbeddingBagCollection(
     const PluginRegistry& registry, const ProcessGroup& group, const ShardingPlan& plan,
-    const ManagedCollisionConfigs& managed, const EmbeddingModuleOptions& options, ShardedModuleOptions sharded) {
-  SR_ASSIGN_OR_RETURN(auto collection,
-                      ShardedManagedCollisionCollection::Create(registry, group, PlanTables(plan), managed));
+    const ManagedCollisionConfigs& managed, const EmbeddingModuleOptions& options, ShardedModuleOptions sharded,
+    ManagedCollisionDist dist) {
   SR_ASSIGN_OR_RETURN(auto ebc, ShardedEmbeddingBagCollection::Create(registry, group, plan, options, sharded));
+  SR_ASSIGN_OR_RETURN(auto collection,
+                      ShardedManagedCollisionCollection::Create(
+                          registry, group, PlanTables(plan), managed,
+                          dist == ManagedCollisionDist::kFused ? &ebc.tables().layout() : nullptr));
   return ShardedManagedCollisionEmbeddingBagCollection(std::move(ebc), std::move(collection));
 }
 

@@ -76,17 +76,21 @@ StatusOr<MchManagedCollisionModule> MchManagedCollisionModule::Create(const Plug
                                    ref->BoolAttribute("incremental").value_or(false));
 }
 
-void MchManagedCollisionModule::Preprocess(std::span<int64_t> ids) const {
-  if (config_.input_hash == IdHash::kNone) return;
-  const auto size = static_cast<uint64_t>(config_.input_hash_size);
+void PreprocessIds(const ManagedCollisionConfig& config, std::span<int64_t> ids) {
+  if (config.input_hash == IdHash::kNone) return;
+  const auto size = static_cast<uint64_t>(config.input_hash_size);
   for (int64_t& id : ids) id = static_cast<int64_t>(mc::Fmix64(static_cast<uint64_t>(id)) % size);
 }
 
-int64_t MchManagedCollisionModule::BucketOf(int64_t id) const {
-  if (config_.buckets == 1) return 0;
+int64_t BucketOfId(const ManagedCollisionConfig& config, int64_t id) {
+  if (config.buckets == 1) return 0;
   return static_cast<int64_t>(
-      mc::ScaleToRange(mc::Fmix64(static_cast<uint64_t>(id)), static_cast<uint64_t>(config_.buckets)));
+      mc::ScaleToRange(mc::Fmix64(static_cast<uint64_t>(id)), static_cast<uint64_t>(config.buckets)));
 }
+
+void MchManagedCollisionModule::Preprocess(std::span<int64_t> ids) const { PreprocessIds(config_, ids); }
+
+int64_t MchManagedCollisionModule::BucketOf(int64_t id) const { return BucketOfId(config_, id); }
 
 Status MchManagedCollisionModule::Partition(std::span<const int64_t> ids) {
   const size_t nb = buckets_.size();

@@ -162,9 +162,10 @@ Status ShardedEmbeddingBagCollection::PlaceOutput(const Tensor& pooled, Tensor& 
 }
 
 StatusOr<DistributedInput> ShardedEmbeddingBagCollection::DistributeInput(const KeyedJaggedTensor& input,
-                                                                          const ProcessGroup* via) const {
+                                                                          const ProcessGroup* via,
+                                                                          const IdRoutes* routes) const {
   Lap lap;
-  SR_ASSIGN_OR_RETURN(DistributedInput in, tables_.DistributeInput(input, via));
+  SR_ASSIGN_OR_RETURN(DistributedInput in, tables_.DistributeInput(input, via, routes));
   SR_ASSIGN_OR_RETURN(const int64_t batch, BatchSize(in.local));
   auto batches = AllGatherValues(via != nullptr ? *via : tables_.group(), batch);
   if (!batches.ok()) return batches.status().WithContext("batch sizes");
@@ -188,6 +189,10 @@ StatusOr<KeyedTensor> ShardedEmbeddingBagCollection::Forward(DistributedInput in
   last_.reset();
   if (in.batch_per_rank.size() != static_cast<size_t>(tables_.group().world_size())) {
     return InvalidArgumentError("Forward: the input was not made by this module's DistributeInput");
+  }
+  if (in.rows_pending) {
+    return FailedPreconditionError("Forward: the input holds routed ids that were never remapped to rows "
+                                   "(managed collision's RemapReceived)");
   }
   SR_ASSIGN_OR_RETURN(const int64_t batch, BatchSize(in.local));
   batch_per_rank_ = in.batch_per_rank;

@@ -107,8 +107,8 @@ StatusOr<ShardedTables> ShardedTables::Create(const PluginRegistry& registry, co
   return ShardedTables(std::move(layout), group, std::move(shards), std::move(replicas), options, with_weights);
 }
 
-StatusOr<DistributedInput> ShardedTables::DistributeInput(const KeyedJaggedTensor& input,
-                                                          const ProcessGroup* via) const {
+StatusOr<DistributedInput> ShardedTables::DistributeInput(const KeyedJaggedTensor& input, const ProcessGroup* via,
+                                                          const IdRoutes* routes) const {
   const ProcessGroup& group = via != nullptr ? *via : *group_;
   if (group.world_size() != group_->world_size() || group.rank() != group_->rank()) {
     return InvalidArgumentError(fmt::format("input dist: the group to send on (rank {} of {}) is not the module's "
@@ -131,7 +131,13 @@ StatusOr<DistributedInput> ShardedTables::DistributeInput(const KeyedJaggedTenso
     }
   }
   if (layout_.any_sharded()) {
-    SR_ASSIGN_OR_RETURN(auto routed, RouteToShards(layout_, d.local, options_.bounds_check, with_weights_));
+    SR_ASSIGN_OR_RETURN(auto routed, RouteToShards(layout_, d.local, options_.bounds_check, with_weights_, routes));
+    if (routes != nullptr) {
+      for (const auto& f : layout_.features()) {
+        const auto t = static_cast<size_t>(f.table);
+        d.rows_pending = d.rows_pending || (t < routes->size() && (*routes)[t] && !layout_.replicated(f.table));
+      }
+    }
     SR_ASSIGN_OR_RETURN(d.received, KjtAllToAll(group, routed.kjt, routed.splits));
     // The bytes the two phases sent to other ranks: per key its sizes,
     // then its lengths, ids and weights.

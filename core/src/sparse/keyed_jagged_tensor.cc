@@ -125,6 +125,15 @@ int64_t KeyedJaggedTensor::stride() const {
   return stride_per_key_.empty() ? 0 : *std::max_element(stride_per_key_.begin(), stride_per_key_.end());
 }
 
+Status KeyedJaggedTensor::ReplaceValues(std::vector<int64_t> values) {
+  if (values.size() != values_.size()) {
+    return InvalidArgumentError("KeyedJaggedTensor: " + std::to_string(values.size()) + " values replace " +
+                                std::to_string(values_.size()));
+  }
+  values_ = std::move(values);
+  return Status::Ok();
+}
+
 int KeyedJaggedTensor::KeyIndex(const std::string& key) const {
   const auto it = std::find(keys_.begin(), keys_.end(), key);
   return it == keys_.end() ? -1 : static_cast<int>(it - keys_.begin());

@@ -9,6 +9,8 @@
 // length, as the unsharded kernel does).
 #pragma once
 
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "shardrec/core/sharding/shard_layout.h"
@@ -23,9 +25,19 @@ struct ShardedInput {
   int64_t invalid = 0;            // ids dropped as out of range
 };
 
+// A table whose ids become rows only where they arrive (managed collision
+// fused into the input dist: docs/managed_collision.md#sharded). The route
+// rewrites the ids in place into what is sent (e.g. the input hash) and
+// picks each one's row block; they are not bounds-checked, and the
+// receiving rank must turn them into local rows before any lookup.
+using IdRoute = std::function<void(std::span<int64_t> ids, int32_t* block)>;
+// Per table of the plan; an empty route (or an empty vector): by row.
+using IdRoutes = std::vector<IdRoute>;
+
 // `input` holds layout.features() in order (data-parallel features are
 // skipped). with_weights: send weights (the input's, or 1 where it has none).
+// routes: tables routed before they are rows (null: none).
 StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJaggedTensor& input, int32_t bounds_check,
-                                     bool with_weights);
+                                     bool with_weights, const IdRoutes* routes = nullptr);
 
 }  // namespace shardrec

@@ -39,6 +39,10 @@ inline Status ResetRows(const ShardedTables& tables, const std::string& name, st
 // forms; Collection: the matching (sharded) ManagedCollisionCollection.
 template <class Embedding, class Collection>
 class ManagedCollisionEmbedding {
+  // Sharded modules whose input dist takes the collection's routes.
+  static constexpr bool kRoutes =
+      requires(const Embedding& e, const KeyedJaggedTensor& k, const IdRoutes* r) { e.DistributeInput(k, nullptr, r); };
+
  public:
   ManagedCollisionEmbedding(Embedding embedding, Collection collection)
       : embedding_(std::move(embedding)), collection_(std::move(collection)) {}
@@ -47,43 +51,45 @@ class ManagedCollisionEmbedding {
   // features (TorchRec's return_remapped_features). Collective when sharded.
   auto Forward(const KeyedJaggedTensor& input, bool training = true, int64_t* invalid_ids = nullptr)
       -> decltype(std::declval<Embedding&>().Forward(input, invalid_ids)) {
-    const auto start = std::chrono::steady_clock::now();
-    SR_ASSIGN_OR_RETURN(KeyedJaggedTensor remapped, collection_.Forward(input, training));
-    if (training) {
-      // Unsharded Evict returns the map, sharded a StatusOr of it.
-      StatusOr<std::map<std::string, std::vector<int64_t>>> evicted = collection_.Evict();
-      if (!evicted.ok()) return evicted.status();
-      for (const auto& [table, rows] : *evicted) SR_RETURN_IF_ERROR(mc_detail::ResetRows(embedding_.tables(), table, rows));
+    if constexpr (kRoutes) {
+      SR_ASSIGN_OR_RETURN(Prepared prepared, PrepareStep(input, training, nullptr));
+      return Forward(std::move(prepared), invalid_ids);
+    } else {
+      const auto start = std::chrono::steady_clock::now();
+      SR_ASSIGN_OR_RETURN(KeyedJaggedTensor remapped, collection_.Forward(input, training));
+      if (training) {
+        // Unsharded Evict returns the map, sharded a StatusOr of it.
+        StatusOr<std::map<std::string, std::vector<int64_t>>> evicted = collection_.Evict();
+        if (!evicted.ok()) return evicted.status();
+        for (const auto& [table, rows] : *evicted) {
+          SR_RETURN_IF_ERROR(mc_detail::ResetRows(embedding_.tables(), table, rows));
+        }
+      }
+      last_ = std::move(remapped);
+      remap_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return embedding_.Forward(*last_, invalid_ids);
     }
-    last_ = std::move(remapped);
-    remap_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return embedding_.Forward(*last_, invalid_ids);
   }
 
   // A train pipeline's halves of a sharded, training Forward. Prepare
-  // remaps the raw ids, takes the round's evictions and runs the
-  // embedding's input dist, all on `via` (a Duplicate() of the group;
-  // null: the module's): it touches the collection, never the tables, so
-  // it may run on a second thread while the previous batch trains.
-  // Forward(Prepared) then resets the evicted rows, after the previous
-  // batch's update as in the unpipelined order, and looks up. Forward(input,
-  // true) gives the same numbers as Forward(Prepare(input)).
+  // remaps the raw ids, runs the embedding's input dist and takes the
+  // round's evictions, all on `via` (a Duplicate() of the group; null: the
+  // module's): it touches the collection, never the tables, so it may run
+  // on a second thread while the previous batch trains. Tables the
+  // collection fuses travel raw in the input dist and are remapped on the
+  // rank that holds their rows. Forward(Prepared) then resets the evicted
+  // rows, after the previous batch's update as in the unpipelined order,
+  // and looks up. Forward(input, true) is exactly Forward(Prepare(input)).
   struct Prepared {
-    KeyedJaggedTensor remapped;
+    KeyedJaggedTensor remapped;  // the separate tables' ids as rows; the fused tables' raw
     std::map<std::string, std::vector<int64_t>> evicted;
     DistributedInput dist;
     double remap_seconds = 0;  // remapping and taking the evictions
   };
   StatusOr<Prepared> Prepare(const KeyedJaggedTensor& input, const ProcessGroup* via = nullptr)
-    requires requires(const Embedding& e, const KeyedJaggedTensor& k) { e.DistributeInput(k, nullptr); }
+    requires kRoutes
   {
-    const auto start = std::chrono::steady_clock::now();
-    Prepared p;
-    SR_ASSIGN_OR_RETURN(p.remapped, collection_.Forward(input, /*training=*/true, via));
-    SR_ASSIGN_OR_RETURN(p.evicted, collection_.Evict(via));
-    p.remap_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    SR_ASSIGN_OR_RETURN(p.dist, embedding_.DistributeInput(p.remapped, via));
-    return p;
+    return PrepareStep(input, /*training=*/true, via);
   }
   template <class P>
     requires std::same_as<P, Prepared> && requires(Embedding& e, DistributedInput d) { e.Forward(std::move(d)); }
@@ -114,12 +120,32 @@ class ManagedCollisionEmbedding {
   const Embedding& embedding() const { return embedding_; }
   Collection& collection() { return collection_; }
   const Collection& collection() const { return collection_; }
-  // The remapped features of the last Forward.
+  // The remapped features of the last Forward (sharded: a fused table's
+  // features keep their raw ids; they became rows where the rows live).
   const std::optional<KeyedJaggedTensor>& remapped() const { return last_; }
   // Wall seconds spent remapping and resetting evicted rows, summed over Forwards.
   double remap_seconds() const { return remap_seconds_; }
 
  private:
+  StatusOr<Prepared> PrepareStep(const KeyedJaggedTensor& input, bool training, const ProcessGroup* via)
+    requires kRoutes
+  {
+    using Clock = std::chrono::steady_clock;
+    auto start = Clock::now();
+    Prepared p;
+    SR_ASSIGN_OR_RETURN(p.remapped, collection_.Forward(input, training, via));
+    p.remap_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const IdRoutes* routes = collection_.routes().empty() ? nullptr : &collection_.routes();
+    SR_ASSIGN_OR_RETURN(p.dist, embedding_.DistributeInput(p.remapped, via, routes));
+    start = Clock::now();
+    SR_RETURN_IF_ERROR(collection_.RemapReceived(p.dist, training, via));
+    if (training) {
+      SR_ASSIGN_OR_RETURN(p.evicted, collection_.Evict(via));
+    }
+    p.remap_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    return p;
+  }
+
   Embedding embedding_;
   Collection collection_;
   std::optional<KeyedJaggedTensor> last_;
@@ -141,9 +167,14 @@ StatusOr<ManagedCollisionEmbeddingBagCollection> CreateManagedCollisionEmbedding
 StatusOr<ManagedCollisionEmbeddingCollection> CreateManagedCollisionEmbeddingCollection(
     const PluginRegistry& registry, std::vector<EmbeddingConfig> tables, const ManagedCollisionConfigs& managed,
     const EmbeddingModuleOptions& options);
+// How a sharded managed-collision module meets its embedding's input dist
+// (managed_collision_collection.h): fused where the plan allows (the
+// default), or every table separate (the collection's own collectives).
+enum class ManagedCollisionDist { kFused, kSeparate };
 StatusOr<ShardedManagedCollisionEmbeddingBagCollection> CreateShardedManagedCollisionEmbeddingBagCollection(
     const PluginRegistry& registry, const ProcessGroup& group, const ShardingPlan& plan,
-    const ManagedCollisionConfigs& managed, const EmbeddingModuleOptions& options, ShardedModuleOptions sharded = {});
+    const ManagedCollisionConfigs& managed, const EmbeddingModuleOptions& options, ShardedModuleOptions sharded = {},
+    ManagedCollisionDist dist = ManagedCollisionDist::kFused);
 StatusOr<ShardedManagedCollisionEmbeddingCollection> CreateShardedManagedCollisionEmbeddingCollection(
     const PluginRegistry& registry, const ProcessGroup& group, const ShardingPlan& plan,
     const ManagedCollisionConfigs& managed, const EmbeddingModuleOptions& options);

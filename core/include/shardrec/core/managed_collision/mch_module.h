@@ -159,6 +159,11 @@ class MchManagedCollisionModule {
   std::vector<int64_t> bucket_begin_;
 };
 
+// A module's Preprocess and BucketOf from its config alone: what a rank
+// that manages none of a table's buckets needs to route its ids.
+void PreprocessIds(const ManagedCollisionConfig& config, std::span<int64_t> ids);
+int64_t BucketOfId(const ManagedCollisionConfig& config, int64_t id);
+
 // Loads the libraries of policies given as paths ("dir/lib.so" or
 // "dir/lib.so:component") and rewrites those configs' policy to the
 // component's name. Names of loaded components pass through unchanged.

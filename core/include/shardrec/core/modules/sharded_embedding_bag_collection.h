@@ -46,7 +46,10 @@ class ShardedEmbeddingBagCollection {
   // second thread while this module looks up and updates another batch),
   // then the rest of Forward on its result. Forward(input) is exactly
   // Forward(DistributeInput(input)).
-  StatusOr<DistributedInput> DistributeInput(const KeyedJaggedTensor& input, const ProcessGroup* via = nullptr) const;
+  // routes: see ShardedTables::DistributeInput; Forward refuses an input
+  // whose routed ids were not made rows.
+  StatusOr<DistributedInput> DistributeInput(const KeyedJaggedTensor& input, const ProcessGroup* via = nullptr,
+                                             const IdRoutes* routes = nullptr) const;
   StatusOr<KeyedTensor> Forward(DistributedInput in, int64_t* invalid_ids = nullptr);
   // grad: float32 [local batch, sum of dims] for the last Forward's output.
   Status Backward(const Tensor& grad, int64_t iteration,

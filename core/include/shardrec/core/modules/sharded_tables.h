@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "shardrec/core/comm/process_group.h"
+#include "shardrec/core/dist/shard_input_dist.h"
 #include "shardrec/core/modules/rank_tables.h"
 #include "shardrec/core/qcomm/qcomm_config.h"
 #include "shardrec/core/sharding/shard_layout.h"
@@ -45,6 +46,9 @@ struct DistributedInput {
   std::vector<int64_t> sent_per_key;  // ids sent per slot key, destination-major
   KeyedJaggedTensor replica_local;    // the data-parallel features of `local`
   int64_t invalid = 0;                // ids dropped as out of range
+  // Some of `received` are not rows yet: ids routed by an IdRoute, which
+  // their owner (managed collision) must remap before the lookup.
+  bool rows_pending = false;
   // Filled by the sharded EBC's DistributeInput: every rank's batch size,
   // where each key of `local` starts in the caller's input values and how
   // many values that input had (for the id-weight gradient), and the wall
@@ -82,8 +86,11 @@ class ShardedTables {
   // via: the group to send on (the same ranks: the module's group or a
   // Duplicate() of it, which a pipeline's second thread uses); null: the
   // module's. Reads only the layout, so it may run while another thread
-  // looks up or updates the tables.
-  StatusOr<DistributedInput> DistributeInput(const KeyedJaggedTensor& input, const ProcessGroup* via = nullptr) const;
+  // looks up or updates the tables. routes: tables whose ids become rows
+  // where they arrive (shard_input_dist.h); their ids leave `received`
+  // with rows_pending set.
+  StatusOr<DistributedInput> DistributeInput(const KeyedJaggedTensor& input, const ProcessGroup* via = nullptr,
+                                             const IdRoutes* routes = nullptr) const;
   // Collective. Every rank's replica input, sample-concatenated in rank order.
   StatusOr<KeyedJaggedTensor> GatherReplicaInput(const KeyedJaggedTensor& replica_local) const;
   // Collective. The table named `name` assembled from every rank's shards.

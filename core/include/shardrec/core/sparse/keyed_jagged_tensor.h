@@ -67,6 +67,9 @@ class KeyedJaggedTensor {
   bool variable_stride_per_key() const { return variable_stride_; }
   // Index of `key`, or -1.
   int KeyIndex(const std::string& key) const;
+  // The same keys, lengths and weights over new values (as many as before):
+  // ids rewritten in place, e.g. remapped to rows.
+  Status ReplaceValues(std::vector<int64_t> values);
   // Bags before key k, and ids per key / before key k (TorchRec's
   // length_per_key / offset_per_key count values, not samples).
   int64_t BagOffset(int k) const { return bag_offset_per_key_[static_cast<size_t>(k)]; }
