@@ -10,6 +10,7 @@
 #include <bit>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -70,6 +71,46 @@ TEST_P(InitialTable, EqualsTheSdkInitializerAndShardsEqualBlocksOfTheWholeTable)
       EXPECT_LE(got_whole.W(r, 0), 0.7f);
     }
     for (float s : got_whole.state) EXPECT_EQ(s, 0.0f);
+  }
+}
+
+// The kernel draws whole rows with SIMD lanes (initial_weights_simd.cc):
+// every element must still be the SDK's scalar value, bit for bit, at any
+// width (full vectors and tails), column offset, range and seed, at
+// creation and after a reset.
+TEST(InitialWeights, EveryElementIsTheSdkValueBitForBitAtAnyWidth) {
+  std::mt19937_64 rng(5);
+  for (int64_t dim : {1, 3, 7, 8, 9, 15, 16, 17, 33, 64, 100}) {
+    const double lo = -std::ldexp(1.0, -static_cast<int>(rng() % 8)) * (1 + static_cast<double>(rng() % 97) / 97);
+    const double hi = lo + std::ldexp(1.0, -static_cast<int>(rng() % 5)) * (1 + static_cast<double>(rng() % 89) / 89);
+    const TableSpec spec{.name = "t", .rows = 40, .dim = dim, .dtype = kF32, .init_min = lo, .init_max = hi,
+                         .seed = rng(), .global_row_offset = static_cast<int64_t>(rng() % 1000000),
+                         .global_col_offset = static_cast<int64_t>(rng() % 50)};
+    SCOPED_TRACE(::testing::Message() << "dim " << dim << ", [" << lo << ", " << hi << ")");
+    auto k = CreateKernel({spec}, SR_OPTIMIZER_ADAGRAD);
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    auto expect_sdk = [&](const char* when) {
+      const RefTable got = ReadTable(*k, 0);
+      for (int64_t r = 0; r < spec.rows; ++r) {
+        for (int64_t c = 0; c < dim; ++c) {
+          const float want = sdk::InitialWeight(spec.seed, spec.global_row_offset + r, spec.global_col_offset + c, lo, hi);
+          ASSERT_EQ(std::bit_cast<uint32_t>(got.W(r, c)), std::bit_cast<uint32_t>(want))
+              << when << ": row " << r << ", column " << c;
+        }
+      }
+    };
+    expect_sdk("created");
+    // Scribble over every row, then reset them all.
+    std::vector<int64_t> rows(static_cast<size_t>(spec.rows));
+    std::iota(rows.begin(), rows.end(), 0);
+    std::vector<float> junk(static_cast<size_t>(spec.rows * dim), 42.0f);
+    std::vector<float> state(static_cast<size_t>(spec.rows * dim), 3.0f);
+    Tensor rows_t(rows.data(), kI64, {spec.rows});
+    Tensor junk_t(junk.data(), kF32, {spec.rows, dim});
+    Tensor state_t(state.data(), kF32, {spec.rows, dim});
+    ASSERT_TRUE(k->WriteRows(RowsArgs(0, rows_t, &junk_t, &state_t)).ok());
+    ASSERT_TRUE(k->ResetRows(RowsArgs(0, rows_t, nullptr, nullptr)).ok());
+    expect_sdk("reset");
   }
 }
 

@@ -54,20 +54,33 @@ BucketPlacement PlaceBuckets(const ShardLayout& layout, int32_t t, const Managed
   return out;
 }
 
-bool RoundDue(int64_t iteration, int64_t last_round, const ManagedCollisionConfig& config, bool training) {
-  return training && iteration + 1 - last_round == config.eviction_interval;
-}
-
-Status AgreeOnRound(const ProcessGroup& group, bool due, Status failed) {
-  if (!due) return failed;
-  Tensor flag = Tensor::FromVector(std::vector<int64_t>{failed.ok() ? 0 : group.rank() + 1});
-  Tensor worst = Tensor::Empty(dtype::kInt64, {1});
-  SR_RETURN_IF_ERROR(group.AllReduce(flag, &worst, SR_REDUCE_MAX));
-  const int64_t bad = worst.data<int64_t>()[0];
-  if (bad != 0 && failed.ok()) {
-    return InternalError(
-        fmt::format("managed collision: an eviction round failed on rank {} (see its error); nothing was applied",
-                    bad - 1));
+Status StageTogether(const std::vector<MchManagedCollisionModule*>& modules,
+                     const std::vector<std::vector<int64_t>>& ids, bool training, const ProcessGroup& group,
+                     bool* due) {
+  *due = false;
+  Status failed = Status::Ok();
+  size_t staged = 0;
+  for (size_t m = 0; m < modules.size(); ++m) {
+    MchManagedCollisionModule& module = *modules[m];
+    // Every table's due flag, even after a failure: the other ranks count them all.
+    *due = *due || (training && module.iteration() + 1 - module.last_round() == module.config().eviction_interval);
+    if (failed.ok()) {
+      failed = module.Stage(ids[m], training);
+      if (failed.ok()) staged = m + 1;
+    }
+  }
+  if (*due) {
+    Tensor flag = Tensor::FromVector(std::vector<int64_t>{failed.ok() ? 0 : group.rank() + 1});
+    Tensor worst = Tensor::Empty(dtype::kInt64, {1});
+    SR_RETURN_IF_ERROR(group.AllReduce(flag, &worst, SR_REDUCE_MAX));
+    const int64_t bad = worst.data<int64_t>()[0];
+    if (bad != 0 && failed.ok()) {
+      failed = InternalError(fmt::format(
+          "managed collision: an eviction round failed on rank {} (see its error); nothing was applied", bad - 1));
+    }
+  }
+  if (!failed.ok()) {
+    for (size_t m = 0; m < staged; ++m) modules[m]->Discard();
   }
   return failed;
 }
@@ -93,22 +106,10 @@ Status ShardedManagedCollisionCollection::RemapReceived(DistributedInput& in, bo
       ids[m].insert(ids[m].end(), begin, begin + lengths[k]);
     }
   }
+  std::vector<MchManagedCollisionModule*> modules;
+  for (const Fused& f : fused_) modules.push_back(&modules_[f.module]);
   bool due = false;
-  Status failed = Status::Ok();
-  size_t staged = 0;
-  for (size_t m = 0; m < fused_.size(); ++m) {
-    MchManagedCollisionModule& module = modules_[fused_[m].module];
-    due = due || mc::RoundDue(module.iteration(), module.last_round(), module.config(), training);
-    if (failed.ok()) {
-      failed = module.Stage(ids[m], training);
-      if (failed.ok()) staged = m + 1;
-    }
-  }
-  failed = mc::AgreeOnRound(*group, due, std::move(failed));
-  if (!failed.ok()) {
-    for (size_t m = 0; m < staged; ++m) modules_[fused_[m].module].Discard();
-    return failed;
-  }
+  SR_RETURN_IF_ERROR(mc::StageTogether(modules, ids, training, *group, &due));
   std::vector<int64_t> values = received.values(), rows;
   for (size_t m = 0; m < fused_.size(); ++m) {
     const Fused& f = fused_[m];

@@ -9,6 +9,7 @@
 
 #include "shardrec/core/comm/process_group.h"
 #include "shardrec/core/managed_collision/managed_collision_config.h"
+#include "shardrec/core/managed_collision/mch_module.h"
 #include "shardrec/core/sharding/shard_layout.h"
 
 namespace shardrec::mc {
@@ -25,13 +26,13 @@ struct BucketPlacement {
 // block per rank, and every bucket's rows inside one block.
 BucketPlacement PlaceBuckets(const ShardLayout& layout, int32_t t, const ManagedCollisionConfig& config);
 
-// Collective when any rank has a round due (`due` is the same on every
-// rank: rounds run at the same steps everywhere): every rank learns
-// whether one failed, so that all apply or none does. Returns `failed`,
-// or an error naming the rank that failed.
-Status AgreeOnRound(const ProcessGroup& group, bool due, Status failed);
-
-// Whether this step of `module`'s table runs a round.
-bool RoundDue(int64_t iteration, int64_t last_round, const ManagedCollisionConfig& config, bool training);
+// Stages ids[m] on *modules[m] (a due round planned, nothing applied),
+// then, when any rank has a round due (*due is the same on every rank:
+// rounds run at the same steps everywhere), every rank learns whether one
+// failed, so that all apply or none does: on failure every module is as
+// before and the error names the rank that failed. Both sharded ways use it.
+Status StageTogether(const std::vector<MchManagedCollisionModule*>& modules,
+                     const std::vector<std::vector<int64_t>>& ids, bool training, const ProcessGroup& group,
+                     bool* due);
 
 }  // namespace shardrec::mc

@@ -305,23 +305,10 @@ StatusOr<KeyedJaggedTensor> ShardedManagedCollisionCollection::Forward(const Key
     }
   }
   // Stage every table; a due round is agreed on by every rank before any applies.
+  std::vector<MchManagedCollisionModule*> modules;
+  for (const Managed& m : managed_) modules.push_back(&modules_[m.module]);
   bool due = false;
-  Status failed = Status::Ok();
-  size_t staged = 0;
-  for (size_t m = 0; m < tables; ++m) {
-    MchManagedCollisionModule& module = modules_[managed_[m].module];
-    // Every table's due flag, even after a failure: the other ranks count them all.
-    due = due || mc::RoundDue(module.iteration(), module.last_round(), module.config(), training);
-    if (failed.ok()) {
-      failed = module.Stage(local[m], training);
-      if (failed.ok()) staged = m + 1;
-    }
-  }
-  failed = mc::AgreeOnRound(*group, due, std::move(failed));
-  if (!failed.ok()) {
-    for (size_t m = 0; m < staged; ++m) modules_[managed_[m].module].Discard();
-    return failed;
-  }
+  SR_RETURN_IF_ERROR(mc::StageTogether(modules, local, training, *group, &due));
   round_pending_ = round_pending_ || due;
 
   std::vector<int64_t> back(static_cast<size_t>(total_recv)), rows;
