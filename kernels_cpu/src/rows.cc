@@ -7,6 +7,7 @@
 #include <oneapi/tbb/parallel_for.h>
 
 #include <algorithm>
+#include <functional>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -129,9 +130,12 @@ void CpuKernel::ResetRows(const sr_kernel_rows_args& a) {
     return;
   }
   // Each row must belong to one task (two tasks writing a duplicate row,
-  // even with equal bytes, would race), so deduplicate first.
-  std::sort(rows.begin(), rows.end());
-  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  // even with equal bytes, would race), so deduplicate first (managed
+  // collision's evicted rows come sorted and unique already).
+  if (std::adjacent_find(rows.begin(), rows.end(), std::greater_equal<int64_t>()) != rows.end()) {
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  }
   const int64_t n = static_cast<int64_t>(rows.size());
   arena_->execute([&] {
     oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<int64_t>(0, n, kResetRowsPerTask),

@@ -297,6 +297,18 @@ with tempfile.TemporaryDirectory(prefix="shardrec-ckpt-test-") as tmp:
                (got[0], want[0]))
         expect(f"managed collision, resumed on {world} ranks: evictions happened", want[0]["t0"]["counters"]["evictions"] > 0,
                want[0])
+    # Saved where one rank managed every bucket (table_wise: fused, the
+    # other rank's modules empty), resumed with the buckets spread.
+    root = d("mc-from-table-wise")
+    a = train(3, 2, mc[:-1] + ["table_wise"], "adagrad", ["--checkpoint-dir", root], tables=MC_TABLES)
+    b = train(7, 4, mc, "adagrad", ["--resume", root, "--checkpoint-dir", root, "--verify"], tables=MC_TABLES)
+    ok = a.returncode == 0 and b.returncode == 0 and straight.returncode == 0
+    expect("managed collision, saved table_wise on 2 ranks, resumed row_wise on 4 (--verify OK)", ok,
+           a.stderr + b.stdout[-800:] + b.stderr)
+    if ok:
+        got, want = mc_state(last(root)), mc_state(last(d("mc-straight")))
+        expect("managed collision, saved table_wise, resumed row_wise: state identical to the straight run's",
+               got[0] == want[0] and np.array_equal(got[1], want[1]) and got[2] == want[2], (got[0], want[0]))
 
     # A consistent but hostile slot map (an id in two slots, checksum fixed up): refused by name.
     try:
