@@ -23,7 +23,8 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
   esac
 done
-((${#targets[@]})) || targets=(npy tables_json plan_json kjt config checkpoint_manifest model_config checkpoint_dense criteo_line)
+((${#targets[@]})) || targets=(npy tables_json plan_json kjt config checkpoint_manifest model_config checkpoint_dense criteo_line
+                               row_file)
 build="$repo/build-fuzz"
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get install clang libclang-rt-14-dev)"; exit 1; }
 mkdir -p "$build"

@@ -19,6 +19,7 @@ int RunBenchComm(const std::vector<std::string>& args);     // bench comm
 int RunTrain(const std::vector<std::string>& args);         // train, and no subcommand (the main job)
 int RunReplayEvictions(const std::vector<std::string>& args);  // replay-evictions
 int RunBenchMc(const std::vector<std::string>& args);       // bench mc
+int RunBenchCache(const std::vector<std::string>& args);    // bench cache
 int RunBenchCheckpoint(const std::vector<std::string>& args);  // bench checkpoint
 int RunCheckpointInspect(const std::vector<std::string>& args);  // checkpoint inspect
 int RunDatagen(const std::vector<std::string>& args);       // datagen

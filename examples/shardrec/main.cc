@@ -47,6 +47,8 @@ const std::vector<Command>& Commands() {
        &RunBenchPlanner},
       {"bench mc", "managed-collision remap speed (hits, misses, eviction rounds) vs a slot-lookup probe",
        &RunBenchMc},
+      {"bench cache", "an id stream trained through a table larger than its RAM cache, per policy and load factor",
+       &RunBenchCache},
       {"bench checkpoint", "checkpoint save and load speed vs a sequential write/read probe; peak extra memory",
        &RunBenchCheckpoint},
       {"bench data", "the click-log reader alone on 1 and 2 threads vs a read-only probe of the same bytes",

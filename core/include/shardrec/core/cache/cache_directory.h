@@ -1,0 +1,89 @@
+// CacheDirectory: which ids (rows of a table larger than memory) hold which
+// slots of its RAM cache (docs/cache.md), and what must move when a batch
+// arrives. Set-associative, as FBGEMM's caches: an id may sit only in the
+// `ways` slots of its set (chosen by hash), so a miss in a full set asks
+// the eviction-policy plugin to score that set's ways alone, never the
+// whole cache. Every id of the batch gets a slot: a set whose every way
+// already holds one of this batch's ids sends the newcomer to an overflow
+// slot, which holds it for this batch only.
+//
+//   auto dir = CacheDirectory::Create(registry, "lru", {}, {.slots = 1 << 20});
+//   auto plan = dir->Assign(batch_ids);      // per id a slot; loads; write-backs
+//   ... write back plan->write_back, load plan->load, look up by slot ...
+//   dir->MarkDirty(slots_updated);
+//
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "shardrec/core/plugin_options.h"
+#include "shardrec/core/plugin_registry.h"
+
+namespace shardrec {
+
+struct CacheDirectoryConfig {
+  int64_t slots = 0;     // cached rows; rounded up to whole sets
+  int64_t ways = 32;     // slots per set, 1..1024
+  int64_t overflow = 0;  // slots for one batch's ids beyond a full set (0: 2 x ways)
+};
+
+// Per id looked up: misses are the rows brought in.
+struct CacheCounters {
+  int64_t lookups = 0, hits = 0, misses = 0;
+  int64_t evictions = 0, write_backs = 0;  // write-backs: evicted rows that were dirty
+  int64_t overflows = 0;                   // misses sent to an overflow slot
+  double hit_rate() const { return lookups ? static_cast<double>(hits) / lookups : 0.0; }
+};
+
+class CacheDirectory {
+ public:
+  // `policy`: an eviction component's name (lru, lfu, a plugin's).
+  static StatusOr<CacheDirectory> Create(const PluginRegistry& registry, const std::string& policy,
+                                         const OptionList& policy_options, const CacheDirectoryConfig& config);
+  CacheDirectory(CacheDirectory&&) noexcept;
+  CacheDirectory& operator=(CacheDirectory&&) noexcept;
+  ~CacheDirectory();
+
+  // Slots in all: sets x ways, then the overflow slots.
+  int64_t capacity() const;
+  int64_t set_slots() const;  // sets x ways: what holds rows from batch to batch
+  int64_t ways() const;
+
+  struct Move {
+    std::vector<int64_t> ids, slots;
+  };
+  struct Plan {
+    std::vector<int64_t> slots;  // per id of the batch
+    Move write_back;             // dirty rows leaving their slot: save them before `load` overwrites it
+    Move load;                   // misses: row id into slot
+  };
+  // ids: one batch's ids (>= 0; a repeated id shares its slot, and counts
+  // as a hit after its first sight). Hits keep their slot; misses take
+  // a free way of their set, else the way the policy scores lowest among
+  // those no id of this batch holds, else an overflow slot. Last batch's
+  // overflow slots are released first. An error (the policy failed, or
+  // the batch has more ids than its sets and the overflow hold) changes
+  // nothing.
+  StatusOr<Plan> Assign(std::span<const int64_t> ids);
+  // Slots whose rows changed (a backward): written back when they leave.
+  void MarkDirty(std::span<const int64_t> slots);
+  // Every dirty resident, now clean (flush: the caller saves them).
+  Move TakeDirty();
+  // Forgets every resident (purge; flush first).
+  void Clear();
+  // The slot of `id`, or -1.
+  int64_t SlotOf(int64_t id) const;
+  const CacheCounters& counters() const;
+
+ private:
+  struct State;
+  explicit CacheDirectory(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace shardrec

@@ -1,0 +1,81 @@
+// RowFile: the rows of a table larger than memory, on a local (SSD) file;
+// the lower tier of a cached table (docs/cache.md). Fixed-size rows (a
+// row's weights and its optimizer state, as the cache keeps them), read
+// and written in batches of scattered rows by a pool of I/O threads, so
+// many reads are in flight at once.
+//
+// The file says whether it can be trusted. Its header is marked "open"
+// (and made durable) before the first row changes, and "clean" only by
+// Sync(), after the rows and the map of written rows are durable. A
+// process killed between the two leaves "open", and Open() refuses such a
+// file: its rows may be half-written. Such a file is trusted only through a
+// checkpoint manifest that names it (a later issue step); otherwise start
+// again. Rows never written read as absent (Written() false), so a new
+// table needs no pass over the disk: the cache draws their initial values.
+//
+// Layout (little-endian): a 4 KiB header (magic, version, state, rows,
+// row_bytes, the spec's description hash, the offsets, an XXH3 of the
+// header), the written-rows bitmap padded to 4 KiB, then the rows.
+// Not thread-safe: one caller at a time (its reads and writes use the pool).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "shardrec/core/status.h"
+
+namespace shardrec {
+
+struct RowFileSpec {
+  int64_t rows = 0;       // > 0
+  int64_t row_bytes = 0;  // > 0
+  // What the rows are (e.g. "t0: 64 x float32 + 64 x float32 state"): a
+  // file made for other rows is refused by name.
+  std::string description;
+  int io_threads = 8;  // reads and writes in flight at once (1..256)
+};
+
+struct RowFileCounters {
+  int64_t rows_read = 0, rows_written = 0;
+  int64_t bytes_read = 0, bytes_written = 0;
+  int64_t syncs = 0;
+};
+
+class RowFile {
+ public:
+  // A new file; refused when `path` exists (nothing is overwritten).
+  static StatusOr<RowFile> Create(const std::filesystem::path& path, const RowFileSpec& spec);
+  // A file made with the same rows, row size and description, closed by
+  // Sync(). Refused, naming the file and what differs, otherwise.
+  static StatusOr<RowFile> Open(const std::filesystem::path& path, const RowFileSpec& spec);
+
+  RowFile(RowFile&&) noexcept;
+  RowFile& operator=(RowFile&&) noexcept;
+  ~RowFile();  // closes without Sync(): a file written since is left "open"
+
+  int64_t rows() const;
+  int64_t row_bytes() const;
+  const std::filesystem::path& path() const;
+  bool Written(int64_t row) const;
+  const RowFileCounters& counters() const;
+
+  // out: rows.size() x row_bytes, row i of `rows` at i x row_bytes. Every
+  // row must be in range and written. Adjacent rows are read together.
+  Status Read(std::span<const int64_t> rows, std::byte* out) const;
+  // in: as Read's out. Rows may repeat: the last copy wins.
+  Status Write(std::span<const int64_t> rows, const std::byte* in);
+  // Makes every row and the bitmap durable, then marks the file clean.
+  Status Sync();
+
+ private:
+  struct State;
+  explicit RowFile(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace shardrec

@@ -1,0 +1,277 @@
+// CacheDirectory (cache_directory.h). Per slot: the id it holds, its
+// accesses and last access (what the policy scores), the batch that last
+// used it (such a slot is never a victim within that batch), whether its
+// row changed, and the policy's own metadata columns. An id -> slot index
+// (managed collision's) finds hits. Assign keeps an undo log, so that a
+// failure half-way leaves the directory as it was.
+#include "shardrec/core/cache/cache_directory.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "../managed_collision/id_slot_index.h"
+#include "shardrec/core/dl_view.h"
+#include "shardrec/core/managed_collision/id_hash.h"
+#include "shardrec/core/plugin_objects.h"
+
+namespace shardrec {
+
+namespace {
+struct Slot {
+  int64_t id = -1;  // -1: free
+  int64_t count = 0, last = 0;
+  int64_t batch = -1;  // the batch that holds it
+  bool dirty = false;
+};
+}  // namespace
+
+struct CacheDirectory::State {
+  EvictionPolicy policy;
+  int64_t columns = 0;  // the policy's metadata columns
+  int64_t sets = 0, ways = 0, overflow = 0;
+  std::vector<Slot> slots;
+  std::vector<int64_t> metadata;  // [capacity, columns]
+  mc::IdSlotIndex index;
+  int64_t batch = 0;
+  std::vector<int64_t> overflow_held;  // overflow slots holding last batch's ids
+  CacheCounters counters;
+
+  // Assign's undo log: a slot's state before its first change this call,
+  // and the index's changes, undone in reverse.
+  struct Saved {
+    int64_t slot;
+    Slot before;
+    std::vector<int64_t> metadata;
+  };
+  std::vector<Saved> saved;
+  std::vector<std::pair<int64_t, int64_t>> inserted;  // (id, slot)
+  std::vector<std::pair<int64_t, int64_t>> erased;
+
+  explicit State(EvictionPolicy p) : policy(std::move(p)) {}
+  int64_t capacity() const { return sets * ways + overflow; }
+  int64_t SetOf(int64_t id) const {
+    // The index homes ids by Fmix64's low bits; sets use its high bits.
+    return static_cast<int64_t>(mc::ScaleToRange(mc::Fmix64(static_cast<uint64_t>(id)), static_cast<uint64_t>(sets)));
+  }
+  void Save(int64_t slot) {
+    Saved s{slot, slots[static_cast<size_t>(slot)], {}};
+    if (columns > 0) {
+      const auto at = metadata.begin() + slot * columns;
+      s.metadata.assign(at, at + columns);
+    }
+    saved.push_back(std::move(s));
+  }
+  void Undo() {
+    for (auto it = inserted.rbegin(); it != inserted.rend(); ++it) index.Erase(it->first);
+    for (auto it = erased.rbegin(); it != erased.rend(); ++it) index.Insert(it->first, it->second);
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
+      slots[static_cast<size_t>(it->slot)] = it->before;
+      std::copy(it->metadata.begin(), it->metadata.end(), metadata.begin() + it->slot * columns);
+    }
+  }
+  // Frees a slot, listing its row for a write-back when it changed.
+  void Release(int64_t slot, Plan& plan) {
+    Save(slot);
+    Slot& s = slots[static_cast<size_t>(slot)];
+    if (s.dirty) {
+      plan.write_back.ids.push_back(s.id);
+      plan.write_back.slots.push_back(slot);
+    }
+    index.Erase(s.id);
+    erased.emplace_back(s.id, slot);
+    s = Slot{};
+    if (columns > 0) std::fill_n(metadata.begin() + slot * columns, columns, 0);
+  }
+  // The way of `set` to evict for this batch, -1 when every way is held
+  // by it; a free way first.
+  StatusOr<int64_t> Victim(int64_t set) {
+    std::vector<int64_t> open;
+    for (int64_t w = 0; w < ways; ++w) {
+      const int64_t slot = set * ways + w;
+      const Slot& s = slots[static_cast<size_t>(slot)];
+      if (s.id < 0) return slot;
+      if (s.batch != batch) open.push_back(slot);
+    }
+    if (open.empty()) return int64_t{-1};
+    const auto n = static_cast<int64_t>(open.size());
+    std::vector<int64_t> counts(open.size()), lasts(open.size()), windows(open.size(), 0), meta;
+    for (size_t k = 0; k < open.size(); ++k) {
+      counts[k] = slots[static_cast<size_t>(open[k])].count;
+      lasts[k] = slots[static_cast<size_t>(open[k])].last;
+      if (columns > 0) {
+        meta.insert(meta.end(), metadata.begin() + open[k] * columns, metadata.begin() + (open[k] + 1) * columns);
+      }
+    }
+    std::vector<double> scores(open.size(), 0.0);
+    DLView counts_view(counts.data(), {n}), lasts_view(lasts.data(), {n}), windows_view(windows.data(), {n}),
+        scores_view(scores.data(), {n}), meta_view(meta.data(), {n, columns});
+    sr_eviction_score_args args{};
+    args.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
+    args.now = batch;
+    args.num_resident = open.size();
+    args.num_candidates = 0;
+    args.counts = counts_view.get();
+    args.last_access = lasts_view.get();
+    args.window_counts = windows_view.get();
+    args.metadata = columns > 0 ? meta_view.get() : nullptr;
+    args.scores = scores_view.get();
+    SR_RETURN_IF_ERROR(policy.Score(args).WithContext("row cache"));
+    size_t worst = 0;
+    for (size_t k = 0; k < open.size(); ++k) {
+      if (std::isnan(scores[k])) return InternalError("row cache: the eviction policy scored a way NaN");
+      if (scores[k] <= scores[worst]) worst = k;  // ties: the later way goes, as it would rank last
+    }
+    for (size_t k = 0; k < open.size() && columns > 0; ++k) {  // the policy may update its columns
+      Save(open[k]);
+      std::copy_n(meta.begin() + static_cast<int64_t>(k) * columns, columns, metadata.begin() + open[k] * columns);
+    }
+    return open[worst];
+  }
+};
+
+CacheDirectory::CacheDirectory(std::unique_ptr<State> state) : s_(std::move(state)) {}
+CacheDirectory::CacheDirectory(CacheDirectory&&) noexcept = default;
+CacheDirectory& CacheDirectory::operator=(CacheDirectory&&) noexcept = default;
+CacheDirectory::~CacheDirectory() = default;
+
+StatusOr<CacheDirectory> CacheDirectory::Create(const PluginRegistry& registry, const std::string& policy,
+                                                const OptionList& policy_options, const CacheDirectoryConfig& config) {
+  if (config.ways < 1 || config.ways > 1024) {
+    return InvalidArgumentError(fmt::format("row cache: ways {} is outside 1..1024", config.ways));
+  }
+  if (config.slots < 1 || config.slots > (int64_t{1} << 36)) {
+    return InvalidArgumentError(fmt::format("row cache: {} slots is outside 1..2^36", config.slots));
+  }
+  if (config.overflow < 0 || config.overflow > (int64_t{1} << 30)) {
+    return InvalidArgumentError(fmt::format("row cache: overflow {} is outside 0..2^30", config.overflow));
+  }
+  SR_ASSIGN_OR_RETURN(auto ref, registry.Find(SR_KIND_EVICTION, policy));
+  SR_ASSIGN_OR_RETURN(auto made, EvictionPolicy::Create(ref, policy_options));
+  auto s = std::make_unique<State>(std::move(made));
+  s->columns = ref.Int64Attribute("metadata_columns").value_or(0);
+  if (s->columns < 0 || s->columns > 64) {
+    return InvalidArgumentError(fmt::format("row cache: policy '{}' declares {} metadata columns (0..64)", policy,
+                                            s->columns));
+  }
+  s->ways = config.ways;
+  s->sets = (config.slots + config.ways - 1) / config.ways;
+  s->overflow = config.overflow > 0 ? config.overflow : 2 * config.ways;
+  s->slots.assign(static_cast<size_t>(s->capacity()), Slot{});
+  s->metadata.assign(static_cast<size_t>(s->capacity() * s->columns), 0);
+  s->index = mc::IdSlotIndex(s->capacity());
+  return CacheDirectory(std::move(s));
+}
+
+int64_t CacheDirectory::capacity() const { return s_->capacity(); }
+int64_t CacheDirectory::set_slots() const { return s_->sets * s_->ways; }
+int64_t CacheDirectory::ways() const { return s_->ways; }
+const CacheCounters& CacheDirectory::counters() const { return s_->counters; }
+int64_t CacheDirectory::SlotOf(int64_t id) const { return s_->index.Find(id); }
+
+StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> ids) {
+  State& s = *s_;
+  s.saved.clear();
+  s.inserted.clear();
+  s.erased.clear();
+  const int64_t batch_before = s.batch;
+  const std::vector<int64_t> overflow_before = s.overflow_held;
+  const CacheCounters counters_before = s.counters;
+  ++s.batch;
+  Plan plan;
+  auto fail = [&](Status st) -> StatusOr<Plan> {
+    s.Undo();
+    s.batch = batch_before;
+    s.overflow_held = overflow_before;
+    s.counters = counters_before;
+    return st;
+  };
+  for (int64_t slot : s.overflow_held) s.Release(slot, plan);
+  s.overflow_held.clear();
+  plan.slots.resize(ids.size());
+  std::vector<size_t> misses;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0) return fail(InvalidArgumentError(fmt::format("row cache: id {} is negative", ids[i])));
+    const int64_t slot = s.index.Find(ids[i]);
+    plan.slots[i] = slot;
+    if (slot < 0) {
+      misses.push_back(i);
+      continue;
+    }
+    Slot& hit = s.slots[static_cast<size_t>(slot)];
+    if (hit.batch == s.batch) continue;  // a repeat: one access per batch
+    s.Save(slot);
+    ++hit.count;
+    hit.last = s.batch;
+    hit.batch = s.batch;
+  }
+  int64_t next_overflow = s.sets * s.ways;
+  int64_t loads = 0;
+  for (size_t i : misses) {
+    const int64_t id = ids[i];
+    if (const int64_t earlier = s.index.Find(id); earlier >= 0) {  // a repeat of a miss loaded above
+      plan.slots[i] = earlier;
+      continue;
+    }
+    ++loads;
+    auto victim = s.Victim(s.SetOf(id));
+    if (!victim.ok()) return fail(victim.status());
+    int64_t slot = *victim;
+    if (slot < 0) {  // every way of the set holds this batch's ids
+      if (next_overflow == s.capacity()) {
+        return fail(Status(SR_RESOURCE_EXHAUSTED, fmt::format(
+            "row cache: a batch of {} distinct ids fills a set of {} ways and all {} overflow slots; raise the "
+            "cache's load factor or its overflow, or lower the batch",
+            ids.size(), s.ways, s.overflow)));
+      }
+      slot = next_overflow++;
+      s.overflow_held.push_back(slot);
+      ++s.counters.overflows;
+    } else if (s.slots[static_cast<size_t>(slot)].id >= 0) {
+      s.Release(slot, plan);
+      ++s.counters.evictions;
+    }
+    s.Save(slot);
+    s.slots[static_cast<size_t>(slot)] = Slot{id, 1, s.batch, s.batch, false};
+    s.index.Insert(id, slot);
+    s.inserted.emplace_back(id, slot);
+    plan.slots[i] = slot;
+    plan.load.ids.push_back(id);
+    plan.load.slots.push_back(slot);
+  }
+  s.counters.lookups += static_cast<int64_t>(ids.size());
+  s.counters.misses += loads;
+  s.counters.hits += static_cast<int64_t>(ids.size()) - loads;
+  s.counters.write_backs += static_cast<int64_t>(plan.write_back.ids.size());
+  return plan;
+}
+
+void CacheDirectory::MarkDirty(std::span<const int64_t> slots) {
+  for (int64_t slot : slots) {
+    if (slot >= 0 && slot < capacity() && s_->slots[static_cast<size_t>(slot)].id >= 0) {
+      s_->slots[static_cast<size_t>(slot)].dirty = true;
+    }
+  }
+}
+
+CacheDirectory::Move CacheDirectory::TakeDirty() {
+  Move out;
+  for (size_t slot = 0; slot < s_->slots.size(); ++slot) {
+    Slot& s = s_->slots[slot];
+    if (s.id < 0 || !s.dirty) continue;
+    out.ids.push_back(s.id);
+    out.slots.push_back(static_cast<int64_t>(slot));
+    s.dirty = false;
+  }
+  return out;
+}
+
+void CacheDirectory::Clear() {
+  std::fill(s_->slots.begin(), s_->slots.end(), Slot{});
+  std::fill(s_->metadata.begin(), s_->metadata.end(), 0);
+  s_->index.Clear();
+  s_->overflow_held.clear();
+}
+
+}  // namespace shardrec

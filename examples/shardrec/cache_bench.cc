@@ -1,0 +1,119 @@
+// RunCacheBench (cache_bench.h). Each step: `batch` ids as one pooled
+// feature of one id per bag, forward then backward with the fused
+// optimizer: what training asks of a table. The cached table runs exactly
+// the in-memory kernel's arithmetic (tested), so the difference is the
+// cache's: finding slots, moving rows to and from the file.
+#include "cache_bench.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "shardrec/core/cache/cached_table.h"
+
+namespace shardrec::cli {
+namespace {
+
+EmbeddingTableConfig BenchTable(const CacheBenchConfig& c) {
+  EmbeddingTableConfig t;
+  t.name = "t0";
+  t.num_embeddings = c.rows;
+  t.embedding_dim = c.dim;
+  t.feature_names = {"f"};
+  return t;
+}
+
+// Runs every step of the stream through `forward` and `backward`; seconds.
+template <class Forward, class Backward>
+StatusOr<double> Steps(const CacheBenchConfig& c, Forward forward, Backward backward) {
+  // Batches and gradients made before the clock starts: only the table's work is timed.
+  const auto n = static_cast<int64_t>(c.ids.size());
+  std::vector<KeyedJaggedTensor> batches;
+  for (int64_t at = 0; at < n; at += c.batch) {
+    const int64_t b = std::min(c.batch, n - at);
+    std::vector<int64_t> values(c.ids.begin() + at, c.ids.begin() + at + b);
+    SR_ASSIGN_OR_RETURN(auto kjt, KeyedJaggedTensor::FromLengths({"f"}, std::move(values),
+                                                                 std::vector<int64_t>(static_cast<size_t>(b), 1)));
+    batches.push_back(std::move(kjt));
+  }
+  auto gradient = [&](int64_t b) {
+    Tensor g = Tensor::Zeros(dtype::kFloat32, {b, c.dim});
+    float* p = g.data<float>();
+    for (int64_t i = 0; i < g.numel(); ++i) p[i] = 0.01f * static_cast<float>(i % 7 - 3);
+    return g;
+  };
+  const Tensor full = gradient(c.batch), last = gradient(n - (static_cast<int64_t>(batches.size()) - 1) * c.batch);
+  Tensor out = Tensor::Zeros(dtype::kFloat32, {c.batch, c.dim}), out_last = Tensor::Zeros(dtype::kFloat32, {last.size(0), c.dim});
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t s = 0; s < batches.size(); ++s) {
+    const bool is_last = s + 1 == batches.size();
+    SR_RETURN_IF_ERROR(forward(batches[s], is_last ? out_last : out));
+    SR_RETURN_IF_ERROR(backward(batches[s], is_last ? last : full, static_cast<int64_t>(s) + 1));
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const CacheBenchConfig& c,
+                                         const std::function<void(const CacheBenchRun&)>& done) {
+  EmbeddingModuleOptions options;
+  SR_ASSIGN_OR_RETURN(options.optimizer, OptimizerSpec::Parse(c.optimizer));
+  const auto table = BenchTable(c);
+  const std::vector<int64_t> rows = {0}, columns = {0};
+  const double nan = std::nan("");
+  CacheBenchResult result;
+  {
+    SR_ASSIGN_OR_RETURN(auto memory, EmbeddingTables::Create(registry, {table}, options));
+    SR_ASSIGN_OR_RETURN(
+        double seconds,
+        Steps(
+            c, [&](const KeyedJaggedTensor& k, Tensor& out) { return memory.Forward(k, rows, columns, out); },
+            [&](const KeyedJaggedTensor& k, const Tensor& g, int64_t step) {
+              return memory.Backward(k, rows, columns, g, step, nan);
+            }));
+    result.memory_ids_per_s = static_cast<double>(c.ids.size()) / seconds;
+  }
+  for (const std::string& policy : c.policies) {
+    for (double lf : c.load_factors) {
+      const auto file = c.dir / fmt::format("bench-{}-{}.rows", policy, lf);
+      std::error_code ec;
+      std::filesystem::remove(file, ec);
+      CacheParams params;
+      params.algorithm = policy;
+      params.load_factor = lf;
+      params.io_threads = c.io_threads;
+      params.ways = c.ways;
+      // One step's ids fit whatever the sets hold.
+      params.overflow = c.batch;
+      auto run = [&]() -> StatusOr<CacheBenchRun> {
+        SR_ASSIGN_OR_RETURN(auto cached, CachedTable::Create(registry, table, options, params, file));
+        SR_ASSIGN_OR_RETURN(
+            double seconds,
+            Steps(
+                c, [&](const KeyedJaggedTensor& k, Tensor& out) { return cached.Forward(k, rows, columns, out); },
+                [&](const KeyedJaggedTensor& k, const Tensor& g, int64_t step) {
+                  return cached.Backward(k, rows, columns, g, step, nan);
+                }));
+        CacheBenchRun r;
+        r.policy = policy;
+        r.load_factor = lf;
+        r.cached_rows = cached.cached_rows();
+        r.hit_rate = cached.counters().hit_rate();
+        r.ids_per_s = static_cast<double>(c.ids.size()) / seconds;
+        r.rows_read = cached.file_counters().rows_read;
+        r.rows_written = cached.file_counters().rows_written;
+        return r;
+      };
+      auto r = run();
+      std::filesystem::remove(file, ec);
+      if (!r.ok()) return r.status().WithContext(fmt::format("policy {}, load factor {}", policy, lf));
+      done(*r);
+      result.runs.push_back(*r);
+    }
+  }
+  return result;
+}
+
+}  // namespace shardrec::cli

@@ -1,0 +1,45 @@
+// `shardrec bench cache`: a recorded id stream trained through a cached
+// table (core/include/shardrec/core/cache/cached_table.h) per eviction
+// policy and load factor, beside the in-memory kernel on the same batches.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "shardrec/core/plugin_registry.h"
+#include "shardrec/core/status.h"
+
+namespace shardrec::cli {
+
+struct CacheBenchConfig {
+  std::vector<int64_t> ids;  // the stream, each in [0, rows)
+  int64_t rows = 0;
+  int64_t dim = 32;
+  int64_t batch = 4096;  // ids per training step (one id per bag)
+  std::vector<double> load_factors;
+  std::vector<std::string> policies;
+  std::string optimizer = "adagrad";
+  std::filesystem::path dir;  // where the row files go (each removed after its run)
+  int io_threads = 8;
+  int64_t ways = 32;  // slots per set of the cache
+};
+
+struct CacheBenchRun {
+  std::string policy;
+  double load_factor = 0;
+  int64_t cached_rows = 0;
+  double hit_rate = 0, ids_per_s = 0;
+  int64_t rows_read = 0, rows_written = 0;
+};
+
+struct CacheBenchResult {
+  double memory_ids_per_s = 0;  // the in-memory kernel, same steps
+  std::vector<CacheBenchRun> runs;
+};
+
+StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const CacheBenchConfig& c,
+                                         const std::function<void(const CacheBenchRun&)>& done);
+
+}  // namespace shardrec::cli

@@ -1,0 +1,153 @@
+// `shardrec bench cache`: a recorded id stream trained through a table
+// larger than its cache (cache_bench.h), per eviction policy and load
+// factor: hit rate, rows moved to and from the file, and ids/s beside the
+// in-memory kernel on the same steps, in the same run.
+#include <stdlib.h>
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "cache_bench.h"
+#include "cli.h"
+#include "commands.h"
+#include "id_stream.h"
+
+namespace shardrec::cli {
+
+namespace {
+
+template <class T>
+bool SplitList(const std::string& text, std::vector<T>* out) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) return false;
+    std::istringstream is(item);
+    T v{};
+    if (!(is >> v) || !is.eof()) return false;
+    out->push_back(v);
+  }
+  return !out->empty();
+}
+
+}  // namespace
+
+int RunBenchCache(const std::vector<std::string>& args) {
+  GlobalOptions g;
+  CacheBenchConfig c;
+  std::string ids_path, load_factors = "0.01,0.05,0.2", policies = "lru,lfu", dir;
+  po::options_description desc("bench cache options");
+  AddGlobalOptions(desc, &g);
+  desc.add_options()
+      ("ids", po::value(&ids_path), "the id stream: a 1-D .npy of integer rows, in lookup order (required)")
+      ("rows", po::value(&c.rows)->default_value(0),
+       "rows of the table, the stream's ids being rows of it; 0: one row per distinct id of the stream, in order of "
+       "first appearance (for raw, hashed ids)")
+      ("dim", po::value(&c.dim)->default_value(c.dim), "embedding dimension")
+      ("batch", po::value(&c.batch)->default_value(c.batch), "ids per training step (one id per bag)")
+      ("load-factors", po::value(&load_factors)->default_value(load_factors),
+       "cached rows / rows, comma-separated, each in (0, 1]")
+      ("policies", po::value(&policies)->default_value(policies),
+       "eviction policies that run the cache, comma-separated: lru, lfu, or a plugin's component")
+      ("optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "the fused optimizer of the steps")
+      ("dir", po::value(&dir),
+       "where the row files go (the disk to measure); default: a new directory under the system temp dir. "
+       "Each file is removed after its run")
+      ("ways", po::value(&c.ways)->default_value(c.ways),
+       "slots per set of the cache (1..1024): a row may sit only in its set's ways, so a set's own popular rows "
+       "compete even when the cache has room elsewhere; more ways, fewer such misses")
+      ("io-threads", po::value(&c.io_threads)->default_value(c.io_threads), "reads and writes in flight (1..256)");
+  po::variables_map vm;
+  int code = kExitOk;
+  if (!Parse("bench cache", args, desc, nullptr, &vm, &code,
+             "\n\nTrains the stream through a cached table (every row on a file, load_factor x rows of them\n"
+             "in a RAM cache run by an eviction policy; docs/cache.md) for each policy and load factor, and\n"
+             "through the in-memory kernel on the same steps: hit rate, rows read from and written to the\n"
+             "file, and ids/s with its ratio to the in-memory kernel's.")) {
+    return code;
+  }
+  auto usage = [](const std::string& m) {
+    std::cerr << "shardrec bench cache: " << m << "\n";
+    return kExitUsage;
+  };
+  if (ids_path.empty()) return usage("--ids FILE.npy is required");
+  if (!SplitList(load_factors, &c.load_factors)) return usage("--load-factors '" + load_factors + "': expected numbers separated by commas");
+  for (double lf : c.load_factors) {
+    if (!(lf > 0 && lf <= 1)) return usage("--load-factors: " + std::to_string(lf) + " is outside (0, 1]");
+  }
+  if (!SplitList(policies, &c.policies)) return usage("--policies '" + policies + "': expected names separated by commas");
+  if (c.dim <= 0 || c.batch <= 0 || c.rows < 0) return usage("--dim and --batch must be positive, --rows >= 0");
+  auto ids = ReadIdStream(ids_path);
+  if (!ids.ok()) return usage(ids.status().message());
+  c.ids = std::move(ids).value();
+  if (c.ids.empty()) return usage(ids_path + ": the stream is empty");
+  if (c.rows == 0) {
+    // Raw ids (hashed, sparse): each distinct id gets a row, in order of
+    // first appearance, a bijection that keeps the stream's reuse exactly.
+    std::unordered_map<int64_t, int64_t> row_of;
+    for (int64_t& id : c.ids) id = row_of.emplace(id, static_cast<int64_t>(row_of.size())).first->second;
+    c.rows = static_cast<int64_t>(row_of.size());
+  } else {
+    for (int64_t id : c.ids) {
+      if (id < 0 || id >= c.rows) {
+        return usage(ids_path + ": id " + std::to_string(id) + " is not a row of --rows " + std::to_string(c.rows) +
+                     " (leave --rows out to give each distinct id a row)");
+      }
+    }
+  }
+  std::filesystem::path made;
+  if (dir.empty()) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "shardrec-bench-cache-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) return usage("cannot make a directory under the system temp dir");
+    made = c.dir = pattern;
+  } else {
+    c.dir = dir;
+    if (!std::filesystem::is_directory(c.dir)) return usage("--dir " + dir + ": not a directory");
+  }
+  HostSession session;
+  if (!OpenSession("bench cache", g, {SR_KIND_KERNEL, SR_KIND_EVICTION}, &session)) return kExitUsage;
+  if (!g.json) {
+    std::printf("bench cache: %zu ids over %lld rows of %lld floats, %lld ids per step, optimizer %s; row files in %s\n",
+                c.ids.size(), static_cast<long long>(c.rows), static_cast<long long>(c.dim),
+                static_cast<long long>(c.batch), c.optimizer.c_str(), c.dir.string().c_str());
+    std::printf("%-14s %11s %11s %9s %12s %12s %12s %10s\n", "policy", "load factor", "cached rows", "hit rate",
+                "rows read", "rows written", "M ids/s", "/ memory");
+  }
+  double memory = 0;
+  auto r = RunCacheBench(session.registry, c, [&](const CacheBenchRun& run) {
+    if (g.json) return;
+    std::printf("%-14s %11.3f %11lld %8.1f%% %12lld %12lld %12.3f %10s\n", run.policy.c_str(), run.load_factor,
+                static_cast<long long>(run.cached_rows), 100 * run.hit_rate, static_cast<long long>(run.rows_read),
+                static_cast<long long>(run.rows_written), run.ids_per_s / 1e6, "");
+    std::fflush(stdout);
+  });
+  std::error_code ec;
+  if (!made.empty()) std::filesystem::remove_all(made, ec);
+  if (!r.ok()) {
+    std::cerr << "shardrec bench cache: " << r.status().message() << "\n";
+    return kExitFailure;
+  }
+  memory = r->memory_ids_per_s;
+  if (g.json) {
+    nlohmann::json j = {{"ids", c.ids.size()}, {"rows", c.rows}, {"dim", c.dim}, {"batch", c.batch},
+                        {"optimizer", c.optimizer}, {"memory_ids_per_s", memory}, {"runs", nlohmann::json::array()}};
+    for (const auto& run : r->runs) {
+      j["runs"].push_back({{"policy", run.policy}, {"load_factor", run.load_factor}, {"cached_rows", run.cached_rows},
+                           {"hit_rate", run.hit_rate}, {"rows_read", run.rows_read},
+                           {"rows_written", run.rows_written}, {"ids_per_s", run.ids_per_s},
+                           {"over_memory", run.ids_per_s / memory}});
+    }
+    std::cout << j.dump() << "\n";
+    return kExitOk;
+  }
+  std::printf("in-memory kernel, same steps: %.3f M ids/s; each run / memory:", memory / 1e6);
+  for (const auto& run : r->runs) std::printf(" %s@%.3g %.2f", run.policy.c_str(), run.load_factor, run.ids_per_s / memory);
+  std::printf("\n");
+  return kExitOk;
+}
+
+}  // namespace shardrec::cli

@@ -1,0 +1,237 @@
+// CacheDirectory (core/include/shardrec/core/cache/cache_directory.h), with
+// the built-in lru and lfu policies:
+// - no row is ever lost: a model of the cache's rows and of the disk,
+//   driven only by the directory's plans (write back, then load), always
+//   reads what was last written, over thousands of skewed batches;
+// - lru evicts, in each set, the way used longest ago among those the
+//   batch does not hold (ties: the later way);
+// - a set full of one batch's ids sends the rest to overflow slots, held
+//   for that batch only; a batch that does not fit is refused with the
+//   fix, and a refused batch or a failing policy changes nothing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+#include "fixture_paths.h"
+#include "shardrec/core/cache/cache_directory.h"
+#include "shardrec/core/host_services.h"
+
+namespace shardrec {
+namespace {
+
+class CacheDirectoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(
+        registry_.LoadLibrary(std::filesystem::path(SHARDREC_BUILT_PLUGIN_DIR) / "libshardrec_eviction_builtin.so")
+            .ok());
+  }
+  // Distinct ids of one batch, skewed toward small ids.
+  static std::vector<int64_t> Batch(std::mt19937_64& rng, int64_t n, int64_t range) {
+    std::set<int64_t> ids;
+    while (static_cast<int64_t>(ids.size()) < n) {
+      const int64_t a = static_cast<int64_t>(rng() % range), b = static_cast<int64_t>(rng() % range);
+      ids.insert(std::min(a, b));
+    }
+    std::vector<int64_t> out(ids.begin(), ids.end());
+    std::shuffle(out.begin(), out.end(), rng);
+    return out;
+  }
+  HostServices services_;
+  PluginRegistry registry_{&services_};
+};
+
+TEST_F(CacheDirectoryTest, NoRowIsEverLostAndLruEvictsTheLeastRecentlyUsedWay) {
+  for (const std::string policy : {"lru", "lfu"}) {
+    SCOPED_TRACE(policy);
+    constexpr int64_t kWays = 8, kSlots = 64, kRange = 400;
+    auto dir = CacheDirectory::Create(registry_, policy, {}, {.slots = kSlots, .ways = kWays});
+    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    const int64_t sets_end = kSlots;  // 8 sets x 8 ways; overflow after
+    std::vector<int64_t> cached(static_cast<size_t>(dir->capacity()), -1), owner(cached.size(), -1);
+    std::map<int64_t, int64_t> disk, truth, last;  // id -> value; id -> batch of last use
+    std::mt19937_64 rng(9);
+    int64_t hits = 0, lookups = 0;
+    for (int64_t batch = 1; batch <= 3000; ++batch) {
+      const auto ids = Batch(rng, 1 + static_cast<int64_t>(rng() % 20), kRange);
+      std::set<int64_t> resident_before;
+      for (int64_t id : ids) {
+        if (dir->SlotOf(id) >= 0) resident_before.insert(id);
+      }
+      auto plan = dir->Assign(ids);
+      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+      lookups += static_cast<int64_t>(ids.size());
+      hits += static_cast<int64_t>(resident_before.size());
+      // Write-backs first: each is the row its slot holds now.
+      for (size_t k = 0; k < plan->write_back.ids.size(); ++k) {
+        const int64_t id = plan->write_back.ids[k], slot = plan->write_back.slots[k];
+        ASSERT_EQ(owner[static_cast<size_t>(slot)], id) << "batch " << batch;
+        disk[id] = cached[static_cast<size_t>(slot)];
+      }
+      // This batch's hits are in use from the start (Assign takes hits first).
+      std::set<int64_t> used;
+      for (int64_t id : ids) {
+        if (resident_before.count(id)) used.insert(id);
+      }
+      for (size_t k = 0; k < plan->load.ids.size(); ++k) {
+        const int64_t id = plan->load.ids[k], slot = plan->load.slots[k];
+        ASSERT_FALSE(resident_before.count(id)) << "a hit was loaded again";
+        const int64_t prev = owner[static_cast<size_t>(slot)];
+        if (policy == "lru" && slot < sets_end && prev >= 0) {
+          const int64_t set = slot / kWays;
+          for (int64_t w = 0; w < kWays; ++w) {
+            const int64_t other = owner[static_cast<size_t>(set * kWays + w)];
+            ASSERT_GE(other, 0) << "a way was free, yet id " << prev << " was evicted";
+            if (used.count(other) || other == prev) continue;
+            const bool later_way = set * kWays + w > slot;
+            ASSERT_TRUE(last[prev] < last[other] || (last[prev] == last[other] && !later_way))
+                << "batch " << batch << ": evicted " << prev << " (last used " << last[prev] << ") over " << other
+                << " (last used " << last[other] << ")";
+          }
+        }
+        ASSERT_FALSE(prev >= 0 && used.count(prev)) << "evicted an id this batch holds";
+        owner[static_cast<size_t>(slot)] = id;
+        cached[static_cast<size_t>(slot)] = disk.count(id) ? disk[id] : id * 10;
+        used.insert(id);
+      }
+      // Overflow slots from an earlier batch no longer count as held.
+      for (size_t slot = static_cast<size_t>(sets_end); slot < owner.size(); ++slot) {
+        if (owner[slot] >= 0 && dir->SlotOf(owner[slot]) != static_cast<int64_t>(slot)) owner[slot] = -1;
+      }
+      std::set<int64_t> slots_seen;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const int64_t id = ids[i], slot = plan->slots[i];
+        ASSERT_TRUE(slot >= 0 && slot < dir->capacity());
+        ASSERT_TRUE(slots_seen.insert(slot).second) << "two ids share slot " << slot;
+        ASSERT_EQ(owner[static_cast<size_t>(slot)], id);
+        if (!truth.count(id)) truth[id] = id * 10;
+        ASSERT_EQ(cached[static_cast<size_t>(slot)], truth[id]) << "id " << id << ", batch " << batch;
+        last[id] = batch;
+      }
+      // Train on about half of them.
+      std::vector<int64_t> changed;
+      for (size_t i = 0; i < ids.size(); i += 2) {
+        const int64_t slot = plan->slots[i];
+        ++cached[static_cast<size_t>(slot)];
+        ++truth[ids[i]];
+        changed.push_back(slot);
+      }
+      dir->MarkDirty(changed);
+      if (batch % 500 == 0) {  // a flush
+        const auto dirty = dir->TakeDirty();
+        for (size_t k = 0; k < dirty.ids.size(); ++k) disk[dirty.ids[k]] = cached[static_cast<size_t>(dirty.slots[k])];
+        EXPECT_TRUE(dir->TakeDirty().ids.empty());
+      }
+    }
+    const auto dirty = dir->TakeDirty();
+    for (size_t k = 0; k < dirty.ids.size(); ++k) disk[dirty.ids[k]] = cached[static_cast<size_t>(dirty.slots[k])];
+    for (const auto& [id, value] : truth) {
+      const int64_t slot = dir->SlotOf(id);
+      const int64_t got = slot >= 0 ? cached[static_cast<size_t>(slot)] : (disk.count(id) ? disk[id] : id * 10);
+      ASSERT_EQ(got, value) << "id " << id;
+      if (slot >= 0 && disk.count(id)) {
+        ASSERT_EQ(disk[id], value) << "flushed id " << id;
+      }
+    }
+    const CacheCounters& c = dir->counters();
+    EXPECT_EQ(c.lookups, lookups);
+    EXPECT_EQ(c.hits, hits);
+    EXPECT_EQ(c.misses, lookups - hits);
+    EXPECT_GT(c.evictions, 0);
+    EXPECT_GT(c.write_backs, 0);
+    EXPECT_GT(c.hit_rate(), 0.2) << "a skewed stream through 64 slots of 400 ids";
+  }
+}
+
+TEST_F(CacheDirectoryTest, OverflowHoldsABatchThatFillsItsSetAndRefusesOneThatDoesNotFit) {
+  auto dir = CacheDirectory::Create(registry_, "lru", {}, {.slots = 2, .ways = 2, .overflow = 3});
+  ASSERT_TRUE(dir.ok());
+  EXPECT_EQ(dir->capacity(), 5);
+  const std::vector<int64_t> five = {1, 2, 3, 4, 5};
+  auto plan = dir->Assign(five);  // one set: two ways, three overflow slots
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(dir->counters().overflows, 3);
+  std::vector<int64_t> sorted = plan->slots;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  dir->MarkDirty(plan->slots);
+  // The next batch: last batch's overflow ids are written back and leave.
+  const std::vector<int64_t> one = {9};
+  plan = dir->Assign(one);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->write_back.ids.size(), 4u) << "three overflow ids, then the way id 9 takes";
+  EXPECT_EQ(plan->load.ids, one);
+  // Six ids do not fit in 2 ways + 3 overflow: refused, nothing changed.
+  std::vector<int64_t> before;
+  for (int64_t id = 0; id < 20; ++id) before.push_back(dir->SlotOf(id));
+  const CacheCounters counters = dir->counters();
+  const std::vector<int64_t> six = {11, 12, 13, 14, 15, 16};
+  auto refused = dir->Assign(six);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), SR_RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.status().message().find("raise the cache's load factor"), std::string::npos);
+  for (int64_t id = 0; id < 20; ++id) EXPECT_EQ(dir->SlotOf(id), before[static_cast<size_t>(id)]) << id;
+  EXPECT_EQ(dir->counters().lookups, counters.lookups);
+  // A negative id is refused the same way.
+  const std::vector<int64_t> negative = {-3};
+  EXPECT_FALSE(dir->Assign(negative).ok());
+  for (int64_t id = 0; id < 20; ++id) EXPECT_EQ(dir->SlotOf(id), before[static_cast<size_t>(id)]) << id;
+  auto again = dir->Assign(one);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->load.ids.empty()) << "id 9 still cached";
+}
+
+TEST_F(CacheDirectoryTest, ARepeatedIdSharesOneSlotAndIsLoadedOnce) {
+  auto dir = CacheDirectory::Create(registry_, "lru", {}, {.slots = 8, .ways = 4});
+  ASSERT_TRUE(dir.ok());
+  const std::vector<int64_t> ids = {5, 9, 5, 5, 9, 12};
+  auto plan = dir->Assign(ids);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->slots[0], plan->slots[2]);
+  EXPECT_EQ(plan->slots[0], plan->slots[3]);
+  EXPECT_EQ(plan->slots[1], plan->slots[4]);
+  EXPECT_NE(plan->slots[0], plan->slots[1]);
+  EXPECT_EQ(plan->load.ids.size(), 3u) << "5, 9 and 12, once each";
+  EXPECT_EQ(dir->counters().lookups, 6);
+  EXPECT_EQ(dir->counters().misses, 3);
+  EXPECT_EQ(dir->counters().hits, 3) << "the repeats";
+  const std::vector<int64_t> again = {9, 9};
+  plan = dir->Assign(again);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->load.ids.empty());
+  EXPECT_EQ(dir->counters().hits, 5);
+}
+
+TEST_F(CacheDirectoryTest, AFailingPolicyChangesNothing) {
+  const auto lib = testing::Fixture("score_throws", "eviction", "scorethrows");
+  auto loaded = registry_.LoadLibrary(lib);
+  ASSERT_TRUE(loaded.ok()) << lib << ": " << loaded.ToString();
+  std::string name;  // the component's name as registered
+  for (const auto& ref : registry_.Components(SR_KIND_EVICTION)) {
+    if (ref.library->path() == std::filesystem::absolute(lib)) name = ref.name();
+  }
+  ASSERT_FALSE(name.empty());
+  auto dir = CacheDirectory::Create(registry_, name, {}, {.slots = 4, .ways = 4});
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  const std::vector<int64_t> first = {1, 2, 3, 4};  // free ways: the policy is not asked
+  ASSERT_TRUE(dir->Assign(first).ok());
+  const std::vector<int64_t> next = {1, 5};  // a miss in a full set
+  auto failed = dir->Assign(next);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("threw an exception"), std::string::npos) << failed.status().message();
+  for (int64_t id : first) EXPECT_GE(dir->SlotOf(id), 0);
+  EXPECT_EQ(dir->SlotOf(5), -1);
+  EXPECT_EQ(dir->counters().lookups, 4);
+  auto hits = dir->Assign(first);
+  ASSERT_TRUE(hits.ok());
+  EXPECT_TRUE(hits->load.ids.empty());
+  EXPECT_FALSE(CacheDirectory::Create(registry_, "lru", {}, {.slots = 0}).ok());
+  EXPECT_FALSE(CacheDirectory::Create(registry_, "lru", {}, {.slots = 8, .ways = 0}).ok());
+  EXPECT_FALSE(CacheDirectory::Create(registry_, "nosuch", {}, {.slots = 8}).ok());
+}
+
+}  // namespace
+}  // namespace shardrec

@@ -1,0 +1,191 @@
+// RowFile (core/include/shardrec/core/cache/row_file.h): scattered batched
+// writes and reads round-trip (repeats: the last copy wins; runs longer
+// than one preadv), the file reopens after Sync() with its rows and its
+// map of written rows, and every file that cannot be trusted is refused
+// by name: a writer killed after a change (SIGKILL in a child process),
+// another table's spec, a corrupt or truncated header, a file that is not
+// a row file, and an existing path on Create.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "shardrec/core/cache/row_file.h"
+#include "temp_dir.h"
+
+namespace shardrec {
+namespace {
+
+constexpr int64_t kRowBytes = 40;
+
+RowFileSpec Spec(int64_t rows = 5000, std::string description = "t0: 6 x float32 + 4 x float32 state") {
+  return {rows, kRowBytes, std::move(description), 4};
+}
+
+// Row r's bytes at version v: distinct for every (r, v).
+std::vector<std::byte> Bytes(std::span<const int64_t> rows, int v) {
+  std::vector<std::byte> out(rows.size() * kRowBytes);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (int64_t b = 0; b < kRowBytes; ++b) {
+      out[i * kRowBytes + static_cast<size_t>(b)] = static_cast<std::byte>((rows[i] * 31 + b * 7 + v * 13) & 0xff);
+    }
+  }
+  return out;
+}
+
+void ExpectRows(const RowFile& f, std::span<const int64_t> rows, const std::vector<std::byte>& want) {
+  std::vector<std::byte> got(rows.size() * kRowBytes);
+  ASSERT_TRUE(f.Read(rows, got.data()).ok());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_EQ(std::memcmp(got.data() + i * kRowBytes, want.data() + i * kRowBytes, kRowBytes), 0) << "row " << rows[i];
+  }
+}
+
+TEST(RowFile, ScatteredWritesAndReadsRoundTripAndReopenAfterSync) {
+  testing::TempDir dir("rowfile");
+  const auto path = dir.path() / "t0.rows";
+  std::vector<int64_t> rows(3000);
+  std::iota(rows.begin(), rows.begin() + 1500, 100);  // one run longer than IOV_MAX (1024)
+  std::mt19937_64 rng(3);
+  for (size_t i = 1500; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(rng() % 5000);
+  {
+    auto f = RowFile::Create(path, Spec());
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_FALSE(f->Written(100));
+    ASSERT_TRUE(f->Write(rows, Bytes(rows, 1).data()).ok());
+    // Repeats in one call: the last copy wins.
+    const std::vector<int64_t> twice = {7, 8, 7};
+    auto b = Bytes(twice, 2);
+    std::memcpy(b.data() + 2 * kRowBytes, Bytes(std::vector<int64_t>{7}, 3).data(), kRowBytes);
+    ASSERT_TRUE(f->Write(twice, b.data()).ok());
+    std::vector<int64_t> shuffled = rows;
+    std::shuffle(shuffled.begin(), shuffled.end(), rng);
+    for (auto& r : shuffled) {
+      if (r == 7 || r == 8) r = 100;  // rewritten above
+    }
+    ExpectRows(*f, shuffled, Bytes(shuffled, 1));
+    ExpectRows(*f, std::vector<int64_t>{7}, Bytes(std::vector<int64_t>{7}, 3));
+    ExpectRows(*f, std::vector<int64_t>{8}, Bytes(std::vector<int64_t>{8}, 2));
+    ASSERT_TRUE(f->Sync().ok());
+    EXPECT_EQ(f->counters().syncs, 1);
+  }
+  auto f = RowFile::Open(path, Spec());
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  for (int64_t r : rows) EXPECT_TRUE(f->Written(r)) << r;
+  int64_t never = 0;  // a row no write named
+  while (std::find(rows.begin(), rows.end(), never) != rows.end() || never == 7 || never == 8) ++never;
+  EXPECT_FALSE(f->Written(never)) << never;
+  EXPECT_FALSE(f->Written(-1));
+  EXPECT_FALSE(f->Written(5000));
+  std::vector<int64_t> some(rows.begin() + 1400, rows.begin() + 1600);
+  for (auto& r : some) {
+    if (r == 7 || r == 8) r = 100;
+  }
+  ExpectRows(*f, some, Bytes(some, 1));
+  EXPECT_EQ(f->counters().rows_read, static_cast<int64_t>(some.size()));
+}
+
+TEST(RowFile, BadRowsAreRefusedByName) {
+  testing::TempDir dir("rowfile");
+  auto f = RowFile::Create(dir.path() / "t.rows", Spec(10));
+  ASSERT_TRUE(f.ok());
+  std::vector<std::byte> buf(kRowBytes);
+  const std::vector<int64_t> outside = {10}, negative = {-1}, unwritten = {3};
+  auto w = f->Write(outside, buf.data());
+  EXPECT_NE(w.message().find("row 10 is outside [0, 10)"), std::string::npos) << w.message();
+  EXPECT_FALSE(f->Write(negative, buf.data()).ok());
+  auto r = f->Read(unwritten, buf.data());
+  EXPECT_NE(r.message().find("row 3 is not written yet"), std::string::npos) << r.message();
+  EXPECT_FALSE(RowFile::Create(dir.path() / "bad.rows", Spec(0)).ok());
+  EXPECT_FALSE(RowFile::Create(dir.path() / "huge.rows", {int64_t{1} << 50, 64, "x", 4}).ok());
+  EXPECT_FALSE(RowFile::Create(dir.path() / "threads.rows", {10, 8, "x", 0}).ok());
+}
+
+TEST(RowFile, FilesThatCannotBeTrustedAreRefused) {
+  testing::TempDir dir("rowfile");
+  const auto path = dir.path() / "t0.rows";
+  const std::vector<int64_t> rows = {1, 2, 3};
+  {
+    auto f = RowFile::Create(path, Spec());
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(f->Write(rows, Bytes(rows, 1).data()).ok());
+    ASSERT_TRUE(f->Sync().ok());
+  }
+  auto exists = RowFile::Create(path, Spec());
+  EXPECT_NE(exists.status().message().find("exists already"), std::string::npos);
+  auto other_rows = RowFile::Open(path, Spec(4000));
+  EXPECT_NE(other_rows.status().message().find("wanted 4000 rows"), std::string::npos)
+      << other_rows.status().message();
+  auto other_table = RowFile::Open(path, Spec(5000, "t1: 6 x float32 + 4 x float32 state"));
+  EXPECT_NE(other_table.status().message().find("of other rows"), std::string::npos)
+      << other_table.status().message();
+  ASSERT_TRUE(RowFile::Open(path, Spec()).ok());
+
+  // Written after the last Sync, then closed: "open" on disk.
+  {
+    auto f = RowFile::Open(path, Spec());
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(f->Write(rows, Bytes(rows, 2).data()).ok());
+  }
+  auto unclean = RowFile::Open(path, Spec());
+  EXPECT_NE(unclean.status().message().find("killed run"), std::string::npos) << unclean.status().message();
+
+  // A corrupt header, a truncated file and a stranger.
+  const auto corrupt = dir.path() / "corrupt.rows", truncated = dir.path() / "truncated.rows";
+  for (const auto& p : {corrupt, truncated}) {
+    auto f = RowFile::Create(p, Spec());
+    ASSERT_TRUE(f.ok() && f->Sync().ok());
+  }
+  {
+    std::fstream io(corrupt, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(20);
+    io.put('\x7f');
+  }
+  EXPECT_NE(RowFile::Open(corrupt, Spec()).status().message().find("header is corrupt"), std::string::npos);
+  std::filesystem::resize_file(truncated, 4096 + 4096 + 100);
+  EXPECT_NE(RowFile::Open(truncated, Spec()).status().message().find("truncated"), std::string::npos);
+  const auto stranger = dir.path() / "notes.txt";
+  std::ofstream(stranger) << std::string(5000, 'x');
+  EXPECT_NE(RowFile::Open(stranger, Spec()).status().message().find("not a row file"), std::string::npos);
+  EXPECT_FALSE(RowFile::Open(dir.path() / "missing.rows", Spec()).ok());
+}
+
+// A child process writes and is killed by SIGKILL: after a change since
+// its last Sync the file is refused; killed right after a Sync, it opens
+// with every synced row.
+TEST(RowFile, AWriterKilledMidRunLeavesAFileThatIsRefused) {
+  testing::TempDir dir("rowfile");
+  const std::vector<int64_t> rows = {10, 11, 4000};
+  for (bool change_after_sync : {true, false}) {
+    const auto path = dir.path() / (change_after_sync ? "dirty.rows" : "synced.rows");
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto f = RowFile::Create(path, Spec());
+      if (!f.ok() || !f->Write(rows, Bytes(rows, 1).data()).ok() || !f->Sync().ok()) ::_exit(3);
+      if (change_after_sync && !f->Write(rows, Bytes(rows, 2).data()).ok()) ::_exit(4);
+      ::raise(SIGKILL);
+      ::_exit(5);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the child did not reach its kill: " << status;
+    auto f = RowFile::Open(path, Spec());
+    if (change_after_sync) {
+      EXPECT_FALSE(f.ok());
+      EXPECT_NE(f.status().message().find("killed run"), std::string::npos) << f.status().message();
+    } else {
+      ASSERT_TRUE(f.ok()) << f.status().ToString();
+      ExpectRows(*f, rows, Bytes(rows, 1));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardrec

@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""`shardrec bench cache` as a user runs it.
+
+A skewed stream of raw (sparse) ids trains through cached tables at two
+load factors under lru and lfu, beside the in-memory kernel: the figures
+hang together (a bigger cache hits at least as often and reads fewer rows
+from its file; misses bound the rows read; with every row cached the hit
+rate approaches the stream's reuse), the row files are removed, and bad
+input is refused with a message naming it.
+
+usage: cache_cli_test.py SHARDREC_EXE
+Exit 77 (skip) when numpy is missing."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+except ImportError:
+    print("SKIP: numpy is not importable under", sys.executable)
+    sys.exit(77)
+
+exe = sys.argv[1]
+failures = []
+
+
+def run(*args):
+    return subprocess.run([exe, "bench", "cache", *args], capture_output=True, text=True, timeout=100)
+
+
+def expect(name, cond, detail=""):
+    print(("PASS " if cond else "FAIL ") + name + ("" if cond else ": " + detail[-2000:]))
+    if not cond:
+        failures.append(name)
+
+
+with tempfile.TemporaryDirectory() as d:
+    rng = np.random.default_rng(5)
+    distinct = 800
+    ranks = np.minimum(rng.zipf(1.2, 40000), distinct) - 1
+    raw = (ranks.astype(np.int64) * 2654435761 + 12345) % (1 << 40)  # sparse raw ids
+    ids = os.path.join(d, "ids.npy")
+    np.save(ids, raw)
+    files = os.path.join(d, "files")
+    os.mkdir(files)
+    # One set of 1024 ways: the cache is fully associative, so with every
+    # row cached only first sights miss.
+    r = run("--ids", ids, "--load-factors", "0.05,1", "--policies", "lru,lfu", "--batch", "512", "--dim", "8",
+            "--ways", "1024", "--dir", files, "--json")
+    ok = r.returncode == 0
+    expect("bench cache runs", ok, r.stdout + r.stderr)
+    if ok:
+        j = json.loads(r.stdout.strip().splitlines()[-1])
+        n_distinct = len(np.unique(raw))
+        expect("one row per distinct raw id", j["rows"] == n_distinct, str(j["rows"]))
+        runs = {(x["policy"], x["load_factor"]): x for x in j["runs"]}
+        expect("every policy and load factor ran", sorted(runs) == [("lfu", 0.05), ("lfu", 1.0), ("lru", 0.05),
+                                                                     ("lru", 1.0)], str(sorted(runs)))
+        expect("the in-memory kernel was timed", j["memory_ids_per_s"] > 0, str(j))
+        for p in ("lru", "lfu"):
+            small, big = runs[(p, 0.05)], runs[(p, 1.0)]
+            expect(f"{p}: a bigger cache hits at least as often", big["hit_rate"] >= small["hit_rate"],
+                   f"{small['hit_rate']} vs {big['hit_rate']}")
+            expect(f"{p}: a bigger cache reads fewer rows", big["rows_read"] <= small["rows_read"], str((small, big)))
+            for x in (small, big):
+                misses = round((1 - x["hit_rate"]) * len(raw))
+                expect(f"{p}@{x['load_factor']}: rows read <= misses - first sights",
+                       x["rows_read"] <= misses - n_distinct + 5, f"{x['rows_read']} vs {misses}")
+                expect(f"{p}@{x['load_factor']}: ratio to memory reported",
+                       abs(x["over_memory"] - x["ids_per_s"] / j["memory_ids_per_s"]) < 1e-9, str(x))
+            # The stream's reuse: ids seen before / all ids.
+            reuse = 1 - n_distinct / len(raw)
+            expect(f"{p}: every row cached, only first sights miss ({reuse:.4f})",
+                   abs(big["hit_rate"] - reuse) < 1e-9 and big["rows_read"] == 0, str(big))
+        expect("the row files are removed", os.listdir(files) == [], str(os.listdir(files)))
+
+    # The human report.
+    r = run("--ids", ids, "--load-factors", "0.1", "--policies", "lru", "--batch", "512", "--dim", "4")
+    expect("the report names policy, hit rate and the in-memory ratio",
+           r.returncode == 0 and "hit rate" in r.stdout and "in-memory kernel" in r.stdout, r.stdout + r.stderr)
+
+    np.save(os.path.join(d, "floats.npy"), np.ones(10, dtype=np.float32))
+    np.save(os.path.join(d, "rows.npy"), np.array([0, 5, 9], dtype=np.int64))
+    bad = {
+        "no --ids": ([], "--ids FILE.npy is required"),
+        "a load factor of 0": (["--ids", ids, "--load-factors", "0"], "outside (0, 1]"),
+        "a load factor of 2": (["--ids", ids, "--load-factors", "0.1,2"], "outside (0, 1]"),
+        "a bad list": (["--ids", ids, "--load-factors", "0.1,,0.2"], "expected numbers"),
+        "float ids": (["--ids", os.path.join(d, "floats.npy")], "floats.npy"),
+        "an id outside --rows": (["--ids", os.path.join(d, "rows.npy"), "--rows", "9"], "id 9 is not a row of --rows 9"),
+        "a missing --dir": (["--ids", ids, "--dir", os.path.join(d, "nope")], "not a directory"),
+        "an unknown policy": (["--ids", ids, "--policies", "clairvoyant", "--load-factors", "0.1"], "clairvoyant"),
+        "ways of 0": (["--ids", ids, "--ways", "0", "--load-factors", "0.1"], "ways 0 is outside 1..1024"),
+    }
+    for name, (flags, needle) in bad.items():
+        r = run(*flags)
+        expect("refuses " + name, r.returncode != 0 and needle in r.stderr, f"rc={r.returncode} {r.stderr}")
+
+if failures:
+    print(f"{len(failures)} FAILED: " + ", ".join(failures))
+    sys.exit(1)
+print("all passed")
