@@ -75,13 +75,14 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
             }));
     result.memory_ids_per_s = static_cast<double>(c.ids.size()) / seconds;
   }
-  for (const std::string& policy : c.policies) {
+  for (const auto& policy : c.policies) {
     for (double lf : c.load_factors) {
-      const auto file = c.dir / fmt::format("bench-{}-{}.rows", policy, lf);
+      const auto file = c.dir / fmt::format("bench-{}-{}.rows", policy.name, lf);
       std::error_code ec;
       std::filesystem::remove(file, ec);
       CacheParams params;
-      params.algorithm = policy;
+      params.algorithm = policy.name;
+      params.algorithm_options = policy.options;
       params.load_factor = lf;
       params.io_threads = c.io_threads;
       params.ways = c.ways;
@@ -97,10 +98,11 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
                   return cached.Backward(k, rows, columns, g, step, nan);
                 }));
         CacheBenchRun r;
-        r.policy = policy;
+        r.policy = policy.shown;
         r.load_factor = lf;
         r.cached_rows = cached.cached_rows();
         r.hit_rate = cached.counters().hit_rate();
+        r.misses = cached.counters().misses;
         r.ids_per_s = static_cast<double>(c.ids.size()) / seconds;
         r.rows_read = cached.file_counters().rows_read;
         r.rows_written = cached.file_counters().rows_written;
@@ -108,7 +110,7 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
       };
       auto r = run();
       std::filesystem::remove(file, ec);
-      if (!r.ok()) return r.status().WithContext(fmt::format("policy {}, load factor {}", policy, lf));
+      if (!r.ok()) return r.status().WithContext(fmt::format("policy {}, load factor {}", policy.shown, lf));
       done(*r);
       result.runs.push_back(*r);
     }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "shardrec/core/plugin_options.h"
 #include "shardrec/core/plugin_registry.h"
 #include "shardrec/core/status.h"
 
@@ -19,7 +20,12 @@ struct CacheBenchConfig {
   int64_t dim = 32;
   int64_t batch = 4096;  // ids per training step (one id per bag)
   std::vector<double> load_factors;
-  std::vector<std::string> policies;
+  struct Policy {
+    std::string shown;  // as given on the command line
+    std::string name;   // the eviction component
+    OptionList options;
+  };
+  std::vector<Policy> policies;
   std::string optimizer = "adagrad";
   std::filesystem::path dir;  // where the row files go (each removed after its run)
   int io_threads = 8;
@@ -31,6 +37,7 @@ struct CacheBenchRun {
   double load_factor = 0;
   int64_t cached_rows = 0;
   double hit_rate = 0, ids_per_s = 0;
+  int64_t misses = 0;  // rows brought in (each batch's distinct ids that were not cached)
   int64_t rows_read = 0, rows_written = 0;
 };
 

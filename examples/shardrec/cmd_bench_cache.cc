@@ -15,20 +15,21 @@
 #include "cli.h"
 #include "commands.h"
 #include "id_stream.h"
+#include "mc_policies.h"
+#include "shardrec/core/cache/cache_statistics.h"
 
 namespace shardrec::cli {
 
 namespace {
 
-template <class T>
-bool SplitList(const std::string& text, std::vector<T>* out) {
+// "0.01, 0.05,0.2" -> numbers; false on an empty item or one that is not a number.
+bool SplitNumbers(const std::string& text, std::vector<double>* out) {
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item.empty()) return false;
     std::istringstream is(item);
-    T v{};
-    if (!(is >> v) || !is.eof()) return false;
+    double v = 0;
+    if (!(is >> v) || !(is >> std::ws).eof()) return false;
     out->push_back(v);
   }
   return !out->empty();
@@ -52,7 +53,8 @@ int RunBenchCache(const std::vector<std::string>& args) {
       ("load-factors", po::value(&load_factors)->default_value(load_factors),
        "cached rows / rows, comma-separated, each in (0, 1]")
       ("policies", po::value(&policies)->default_value(policies),
-       "eviction policies that run the cache, comma-separated: lru, lfu, or a plugin's component")
+       "eviction policies that run the cache, comma-separated: lru, lfu, a plugin's component, or path/lib.so[:NAME] "
+       "(options: --plugin-opt eviction.NAME.KEY=VALUE)")
       ("optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "the fused optimizer of the steps")
       ("dir", po::value(&dir),
        "where the row files go (the disk to measure); default: a new directory under the system temp dir. "
@@ -75,11 +77,12 @@ int RunBenchCache(const std::vector<std::string>& args) {
     return kExitUsage;
   };
   if (ids_path.empty()) return usage("--ids FILE.npy is required");
-  if (!SplitList(load_factors, &c.load_factors)) return usage("--load-factors '" + load_factors + "': expected numbers separated by commas");
+  if (!SplitNumbers(load_factors, &c.load_factors)) return usage("--load-factors '" + load_factors + "': expected numbers separated by commas");
   for (double lf : c.load_factors) {
     if (!(lf > 0 && lf <= 1)) return usage("--load-factors: " + std::to_string(lf) + " is outside (0, 1]");
   }
-  if (!SplitList(policies, &c.policies)) return usage("--policies '" + policies + "': expected names separated by commas");
+  const std::vector<std::string> given = SplitPolicies(policies);
+  if (given.empty()) return usage("--policies '" + policies + "': expected names separated by commas");
   if (c.dim <= 0 || c.batch <= 0 || c.rows < 0) return usage("--dim and --batch must be positive, --rows >= 0");
   auto ids = ReadIdStream(ids_path);
   if (!ids.ok()) return usage(ids.status().message());
@@ -108,21 +111,35 @@ int RunBenchCache(const std::vector<std::string>& args) {
     c.dir = dir;
     if (!std::filesystem::is_directory(c.dir)) return usage("--dir " + dir + ": not a directory");
   }
+  for (const std::string& file : PolicyLibraries(given)) g.plugins.push_back(file);
   HostSession session;
   if (!OpenSession("bench cache", g, {SR_KIND_KERNEL, SR_KIND_EVICTION}, &session)) return kExitUsage;
+  for (const std::string& p : given) {
+    ResolvedPolicy policy;
+    if (!ResolvePolicy("bench cache", session, p, &policy, &code)) return code;
+    c.policies.push_back({policy.given, policy.name, policy.options});
+  }
+  auto stats = CacheStatistics::FromStream(c.ids, c.rows, c.batch);
+  if (!stats.ok()) return usage(stats.status().message());
+  auto miss_rate = [&](const CacheBenchRun& run) {  // per lookup (distinct per step), as CacheStatistics counts
+    return static_cast<double>(run.misses) / static_cast<double>(std::max<int64_t>(1, stats->lookups()));
+  };
   if (!g.json) {
     std::printf("bench cache: %zu ids over %lld rows of %lld floats, %lld ids per step, optimizer %s; row files in %s\n",
                 c.ids.size(), static_cast<long long>(c.rows), static_cast<long long>(c.dim),
                 static_cast<long long>(c.batch), c.optimizer.c_str(), c.dir.string().c_str());
-    std::printf("%-14s %11s %11s %9s %12s %12s %12s %10s\n", "policy", "load factor", "cached rows", "hit rate",
-                "rows read", "rows written", "M ids/s", "/ memory");
+    std::printf("CacheStatistics of the stream: cacheability %.3f, expected lookups %.0f per step (distinct ids)\n",
+                stats->cacheability(), stats->expected_lookups());
+    std::printf("%-12s %11s %11s %9s %10s %10s %11s %12s %9s\n", "policy", "load factor", "cached rows", "hit rate",
+                "miss rate", "LRU expect", "rows read", "rows written", "M ids/s");
   }
   double memory = 0;
   auto r = RunCacheBench(session.registry, c, [&](const CacheBenchRun& run) {
     if (g.json) return;
-    std::printf("%-14s %11.3f %11lld %8.1f%% %12lld %12lld %12.3f %10s\n", run.policy.c_str(), run.load_factor,
-                static_cast<long long>(run.cached_rows), 100 * run.hit_rate, static_cast<long long>(run.rows_read),
-                static_cast<long long>(run.rows_written), run.ids_per_s / 1e6, "");
+    std::printf("%-12s %11.3f %11lld %8.1f%% %9.1f%% %9.1f%% %11lld %12lld %9.3f\n", run.policy.c_str(),
+                run.load_factor, static_cast<long long>(run.cached_rows), 100 * run.hit_rate, 100 * miss_rate(run),
+                100 * stats->expected_miss_rate(run.load_factor), static_cast<long long>(run.rows_read),
+                static_cast<long long>(run.rows_written), run.ids_per_s / 1e6);
     std::fflush(stdout);
   });
   std::error_code ec;
@@ -134,10 +151,14 @@ int RunBenchCache(const std::vector<std::string>& args) {
   memory = r->memory_ids_per_s;
   if (g.json) {
     nlohmann::json j = {{"ids", c.ids.size()}, {"rows", c.rows}, {"dim", c.dim}, {"batch", c.batch},
-                        {"optimizer", c.optimizer}, {"memory_ids_per_s", memory}, {"runs", nlohmann::json::array()}};
+                        {"optimizer", c.optimizer}, {"memory_ids_per_s", memory},
+                        {"cacheability", stats->cacheability()}, {"expected_lookups", stats->expected_lookups()},
+                        {"lookups", stats->lookups()}, {"runs", nlohmann::json::array()}};
     for (const auto& run : r->runs) {
       j["runs"].push_back({{"policy", run.policy}, {"load_factor", run.load_factor}, {"cached_rows", run.cached_rows},
-                           {"hit_rate", run.hit_rate}, {"rows_read", run.rows_read},
+                           {"hit_rate", run.hit_rate}, {"misses", run.misses}, {"miss_rate", miss_rate(run)},
+                           {"expected_miss_rate", stats->expected_miss_rate(run.load_factor)},
+                           {"rows_read", run.rows_read},
                            {"rows_written", run.rows_written}, {"ids_per_s", run.ids_per_s},
                            {"over_memory", run.ids_per_s / memory}});
     }

@@ -8,7 +8,10 @@ from its file; misses bound the rows read; with every row cached the hit
 rate approaches the stream's reuse), the row files are removed, and bad
 input is refused with a message naming it.
 
-usage: cache_cli_test.py SHARDREC_EXE
+A third party's policy (the SDK example's decayed_lfu, by path, with an
+option) runs the cache the same way.
+
+usage: cache_cli_test.py SHARDREC_EXE [DECAYED_LFU_SO]
 Exit 77 (skip) when numpy is missing."""
 import json
 import os
@@ -23,6 +26,7 @@ except ImportError:
     sys.exit(77)
 
 exe = sys.argv[1]
+third_party = sys.argv[2] if len(sys.argv) > 2 else ""
 failures = []
 
 
@@ -75,6 +79,29 @@ with tempfile.TemporaryDirectory() as d:
             expect(f"{p}: every row cached, only first sights miss ({reuse:.4f})",
                    abs(big["hit_rate"] - reuse) < 1e-9 and big["rows_read"] == 0, str(big))
         expect("the row files are removed", os.listdir(files) == [], str(os.listdir(files)))
+        # CacheStatistics of the stream: the seeds' ranges and endpoints.
+        expect("cacheability in [0, 1]", 0 <= j["cacheability"] <= 1, str(j["cacheability"]))
+        batches = -(-len(raw) // 512)
+        expect("expected lookups: distinct ids per step", abs(j["expected_lookups"] * batches - j["lookups"]) < 1e-6,
+               str((j["expected_lookups"], j["lookups"])))
+        expect("expected miss rate falls with the load factor and is 0 with every row cached",
+               runs[("lru", 1.0)]["expected_miss_rate"] == 0 <= runs[("lru", 0.05)]["expected_miss_rate"],
+               str(runs))
+        for x in j["runs"]:
+            expect(f"{x['policy']}@{x['load_factor']}: misses per lookup", abs(x["miss_rate"] - x["misses"] / j["lookups"])
+                   < 1e-9, str(x))
+
+    if third_party and os.path.exists(third_party):
+        r = run("--ids", ids, "--load-factors", "0.05", "--policies", "lru," + third_party, "--batch", "512",
+                "--dim", "4", "--plugin-opt", "eviction.decayed_lfu.half_life=50", "--json")
+        ok = r.returncode == 0
+        expect("a third-party policy by path runs the cache", ok, r.stdout + r.stderr)
+        if ok:
+            j = json.loads(r.stdout.strip().splitlines()[-1])
+            expect("both policies ran", [x["policy"] for x in j["runs"]] == ["lru", third_party], str(j["runs"]))
+            expect("the third party's cache hits", j["runs"][1]["hit_rate"] > 0.5, str(j["runs"][1]))
+    else:
+        print("note: no third-party policy library given; that case did not run")
 
     # The human report.
     r = run("--ids", ids, "--load-factors", "0.1", "--policies", "lru", "--batch", "512", "--dim", "4")
