@@ -86,8 +86,12 @@ struct CacheDirectory::State {
   }
   // The way of `set` to evict for this batch, -1 when every way is held
   // by it; a free way first.
+  // Victim's scratch, kept across calls (a miss in a full set is common).
+  std::vector<int64_t> open, counts, lasts, windows, meta;
+  std::vector<double> scores;
+
   StatusOr<int64_t> Victim(int64_t set) {
-    std::vector<int64_t> open;
+    open.clear();
     for (int64_t w = 0; w < ways; ++w) {
       const int64_t slot = set * ways + w;
       const Slot& s = slots[static_cast<size_t>(slot)];
@@ -96,7 +100,10 @@ struct CacheDirectory::State {
     }
     if (open.empty()) return int64_t{-1};
     const auto n = static_cast<int64_t>(open.size());
-    std::vector<int64_t> counts(open.size()), lasts(open.size()), windows(open.size(), 0), meta;
+    counts.resize(open.size());
+    lasts.resize(open.size());
+    windows.assign(open.size(), 0);
+    meta.clear();
     for (size_t k = 0; k < open.size(); ++k) {
       counts[k] = slots[static_cast<size_t>(open[k])].count;
       lasts[k] = slots[static_cast<size_t>(open[k])].last;
@@ -104,7 +111,7 @@ struct CacheDirectory::State {
         meta.insert(meta.end(), metadata.begin() + open[k] * columns, metadata.begin() + (open[k] + 1) * columns);
       }
     }
-    std::vector<double> scores(open.size(), 0.0);
+    scores.assign(open.size(), 0.0);
     DLView counts_view(counts.data(), {n}), lasts_view(lasts.data(), {n}), windows_view(windows.data(), {n}),
         scores_view(scores.data(), {n}), meta_view(meta.data(), {n, columns});
     sr_eviction_score_args args{};
@@ -191,10 +198,12 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
   s.overflow_held.clear();
   plan.slots.resize(ids.size());
   std::vector<size_t> misses;
+  for (int64_t id : ids) {
+    if (id < 0) return fail(InvalidArgumentError(fmt::format("row cache: id {} is negative", id)));
+  }
+  s.index.FindMany(ids, plan.slots.data());  // prefetched lookups, many misses in flight
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0) return fail(InvalidArgumentError(fmt::format("row cache: id {} is negative", ids[i])));
-    const int64_t slot = s.index.Find(ids[i]);
-    plan.slots[i] = slot;
+    const int64_t slot = plan.slots[i];
     if (slot < 0) {
       misses.push_back(i);
       continue;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -25,6 +26,10 @@ struct CachedTable::State {
   DLDataType dtype{};
   int64_t dim = 0, state_dim = 0, weight_bytes = 0, row_bytes = 0;
   std::vector<float> initial_state;  // a fresh row's optimizer state
+  // The last Forward's ids and their slots: its Backward (the same batch)
+  // takes them instead of looking every id up again.
+  std::vector<int64_t> last_ids;
+  std::optional<KeyedJaggedTensor> last_slots;
 
   State(EmbeddingTableConfig c, EmbeddingModuleOptions o, EmbeddingTables t, CacheDirectory d, RowFile f)
       : config(std::move(c)), options(std::move(o)), cache(std::move(t)), dir(std::move(d)), file(std::move(f)) {}
@@ -176,14 +181,26 @@ const RowFileCounters& CachedTable::file_counters() const { return s_->file.coun
 
 Status CachedTable::Forward(const KeyedJaggedTensor& features, const std::vector<int64_t>& rows,
                             const std::vector<int64_t>& columns, Tensor& output, int64_t* invalid) {
+  s_->last_slots.reset();
   SR_ASSIGN_OR_RETURN(KeyedJaggedTensor slots, s_->Slots(features, /*assign=*/true));
-  return s_->cache.Forward(slots, rows, columns, output, invalid);
+  SR_RETURN_IF_ERROR(s_->cache.Forward(slots, rows, columns, output, invalid));
+  s_->last_ids = features.values();
+  s_->last_slots = std::move(slots);
+  return Status::Ok();
 }
 
 Status CachedTable::Backward(const KeyedJaggedTensor& features, const std::vector<int64_t>& rows,
                              const std::vector<int64_t>& columns, const Tensor& grad, int64_t iteration,
                              double learning_rate) {
-  SR_ASSIGN_OR_RETURN(KeyedJaggedTensor slots, s_->Slots(features, /*assign=*/false));
+  // The last Forward's batch: its slots still hold its rows.
+  const bool same = s_->last_slots && features.values() == s_->last_ids &&
+                    features.keys() == s_->last_slots->keys() && features.lengths() == s_->last_slots->lengths();
+  std::optional<KeyedJaggedTensor> looked_up;
+  if (!same) {
+    SR_ASSIGN_OR_RETURN(auto k, s_->Slots(features, /*assign=*/false));
+    looked_up = std::move(k);
+  }
+  const KeyedJaggedTensor& slots = same ? *s_->last_slots : *looked_up;
   SR_RETURN_IF_ERROR(s_->cache.Backward(slots, rows, columns, grad, iteration, learning_rate));
   std::vector<int64_t> changed;
   for (int64_t v : slots.values()) {
@@ -194,6 +211,7 @@ Status CachedTable::Backward(const KeyedJaggedTensor& features, const std::vecto
 }
 
 Status CachedTable::Flush() {
+  s_->last_slots.reset();  // a purge may follow: slots are not kept past a flush
   SR_RETURN_IF_ERROR(s_->Save(s_->dir.TakeDirty()));
   return s_->file.Sync();
 }
