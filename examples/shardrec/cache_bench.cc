@@ -7,10 +7,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <numeric>
+#include <random>
 
 #include <fmt/format.h>
 
 #include "shardrec/core/cache/cached_table.h"
+#include "shardrec/core/cache/row_file.h"
 
 namespace shardrec::cli {
 namespace {
@@ -74,6 +77,42 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
               return memory.Backward(k, rows, columns, g, step, nan);
             }));
     result.memory_ids_per_s = static_cast<double>(c.ids.size()) / seconds;
+  }
+  {
+    // The probe: a row file as large as the table's, every row written,
+    // then random rows read in batches as a step's misses would be.
+    const auto file = c.dir / "bench-probe.rows";
+    std::error_code ec;
+    std::filesystem::remove(file, ec);
+    const int64_t row_bytes = c.dim * 4 * 2;  // weights and Adagrad-sized state
+    auto probe = [&]() -> StatusOr<double> {
+      SR_ASSIGN_OR_RETURN(auto f, RowFile::Create(file, {c.rows, row_bytes, "bench cache probe", c.io_threads}));
+      constexpr int64_t kChunk = 1 << 14;
+      std::vector<std::byte> buf(static_cast<size_t>(std::max(kChunk, c.batch) * row_bytes), std::byte{1});
+      std::vector<int64_t> rows_of;
+      for (int64_t at = 0; at < c.rows; at += kChunk) {
+        rows_of.resize(static_cast<size_t>(std::min(kChunk, c.rows - at)));
+        std::iota(rows_of.begin(), rows_of.end(), at);
+        SR_RETURN_IF_ERROR(f.Write(rows_of, buf.data()));
+      }
+      SR_RETURN_IF_ERROR(f.Sync());
+      std::mt19937_64 rng(7);
+      const int64_t total = std::min<int64_t>(static_cast<int64_t>(c.ids.size()), 1 << 20);
+      std::vector<std::vector<int64_t>> batches;
+      for (int64_t at = 0; at < total; at += c.batch) {
+        std::vector<int64_t> b(static_cast<size_t>(std::min(c.batch, total - at)));
+        for (auto& r : b) r = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.rows));
+        batches.push_back(std::move(b));
+      }
+      const auto start = std::chrono::steady_clock::now();
+      for (const auto& b : batches) SR_RETURN_IF_ERROR(f.Read(b, buf.data()));
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return static_cast<double>(total) / seconds;
+    };
+    auto rate = probe();
+    std::filesystem::remove(file, ec);
+    if (!rate.ok()) return rate.status().WithContext("the random-read probe");
+    result.probe_rows_per_s = *rate;
   }
   for (const auto& policy : c.policies) {
     for (double lf : c.load_factors) {

@@ -43,6 +43,9 @@ struct CacheBenchRun {
 
 struct CacheBenchResult {
   double memory_ids_per_s = 0;  // the in-memory kernel, same steps
+  // The disk's limit for misses: random rows of a full row file of the
+  // same size, read in batches of the steps' distinct ids, rows/s.
+  double probe_rows_per_s = 0;
   std::vector<CacheBenchRun> runs;
 };
 

@@ -152,6 +152,7 @@ int RunBenchCache(const std::vector<std::string>& args) {
   if (g.json) {
     nlohmann::json j = {{"ids", c.ids.size()}, {"rows", c.rows}, {"dim", c.dim}, {"batch", c.batch},
                         {"optimizer", c.optimizer}, {"memory_ids_per_s", memory},
+                        {"probe_rows_per_s", r->probe_rows_per_s},
                         {"cacheability", stats->cacheability()}, {"expected_lookups", stats->expected_lookups()},
                         {"lookups", stats->lookups()}, {"runs", nlohmann::json::array()}};
     for (const auto& run : r->runs) {
@@ -167,6 +168,17 @@ int RunBenchCache(const std::vector<std::string>& args) {
   }
   std::printf("in-memory kernel, same steps: %.3f M ids/s; each run / memory:", memory / 1e6);
   for (const auto& run : r->runs) std::printf(" %s@%.3g %.2f", run.policy.c_str(), run.load_factor, run.ids_per_s / memory);
+  std::printf("\n");
+  // At low hit rates a run is bound by its misses' reads: rows read per
+  // second of the run against the probe's.
+  std::printf("random-read probe (a full row file of the same size, random rows in steps of %lld): %.3f M rows/s; "
+              "each run's misses read / s over it:",
+              static_cast<long long>(c.batch), r->probe_rows_per_s / 1e6);
+  for (const auto& run : r->runs) {
+    const double seconds = static_cast<double>(c.ids.size()) / run.ids_per_s;
+    std::printf(" %s@%.3g %.2f", run.policy.c_str(), run.load_factor,
+                static_cast<double>(run.rows_read) / seconds / r->probe_rows_per_s);
+  }
   std::printf("\n");
   return kExitOk;
 }

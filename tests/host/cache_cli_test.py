@@ -2,7 +2,8 @@
 """`shardrec bench cache` as a user runs it.
 
 A skewed stream of raw (sparse) ids trains through cached tables at two
-load factors under lru and lfu, beside the in-memory kernel: the figures
+load factors under lru and lfu, beside the in-memory kernel and a
+random-read probe of a row file of the same size: the figures
 hang together (a bigger cache hits at least as often and reads fewer rows
 from its file; misses bound the rows read; with every row cached the hit
 rate approaches the stream's reuse), the row files are removed, and bad
@@ -63,6 +64,7 @@ with tempfile.TemporaryDirectory() as d:
         expect("every policy and load factor ran", sorted(runs) == [("lfu", 0.05), ("lfu", 1.0), ("lru", 0.05),
                                                                      ("lru", 1.0)], str(sorted(runs)))
         expect("the in-memory kernel was timed", j["memory_ids_per_s"] > 0, str(j))
+        expect("the random-read probe was timed", j["probe_rows_per_s"] > 0, str(j))
         for p in ("lru", "lfu"):
             small, big = runs[(p, 0.05)], runs[(p, 1.0)]
             expect(f"{p}: a bigger cache hits at least as often", big["hit_rate"] >= small["hit_rate"],
@@ -105,8 +107,9 @@ with tempfile.TemporaryDirectory() as d:
 
     # The human report.
     r = run("--ids", ids, "--load-factors", "0.1", "--policies", "lru", "--batch", "512", "--dim", "4")
-    expect("the report names policy, hit rate and the in-memory ratio",
-           r.returncode == 0 and "hit rate" in r.stdout and "in-memory kernel" in r.stdout, r.stdout + r.stderr)
+    expect("the report names policy, hit rate, the in-memory ratio and the probe",
+           r.returncode == 0 and "hit rate" in r.stdout and "in-memory kernel" in r.stdout
+           and "random-read probe" in r.stdout, r.stdout + r.stderr)
 
     np.save(os.path.join(d, "floats.npy"), np.ones(10, dtype=np.float32))
     np.save(os.path.join(d, "rows.npy"), np.array([0, 5, 9], dtype=np.int64))
