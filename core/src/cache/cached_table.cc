@@ -49,39 +49,52 @@ struct CachedTable::State {
     return file.Write(m.ids, buf.data());
   }
 
-  // Rows `ids` into the kernel at `slots`: from the file when written,
-  // else drawn as the in-memory kernel draws row `id` (global row = id).
-  Status Load(const CacheDirectory::Move& m) {
-    std::vector<int64_t> old_ids, old_slots, new_ids, new_slots;
-    for (size_t i = 0; i < m.ids.size(); ++i) {
-      const bool on_file = file.Written(m.ids[i]);
-      (on_file ? old_ids : new_ids).push_back(m.ids[i]);
-      (on_file ? old_slots : new_slots).push_back(m.slots[i]);
+  // Whole-table rows `ids`: weights [n, dim] in the table's dtype and state
+  // [n, state_dim], from the file when written, else drawn as the
+  // in-memory kernel draws row `id` (global row = id).
+  Status Fetch(std::span<const int64_t> ids, Tensor& w, Tensor& st) {
+    const auto n = static_cast<int64_t>(ids.size());
+    w = Tensor::Empty(dtype, {n, dim});
+    st = Tensor::Empty(dtype::kFloat32, {n, state_dim});
+    std::vector<int64_t> written, drawn;
+    std::vector<int64_t> written_at, drawn_at;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const bool on_file = file.Written(ids[i]);
+      (on_file ? written : drawn).push_back(ids[i]);
+      (on_file ? written_at : drawn_at).push_back(static_cast<int64_t>(i));
     }
-    if (!old_ids.empty()) {
-      const auto n = static_cast<int64_t>(old_ids.size());
-      std::vector<std::byte> buf(static_cast<size_t>(n * row_bytes));
-      SR_RETURN_IF_ERROR(file.Read(old_ids, buf.data()));
-      Tensor w = Tensor::Empty(dtype, {n, dim}), st = Tensor::Empty(dtype::kFloat32, {n, state_dim});
-      for (int64_t i = 0; i < n; ++i) {
-        const std::byte* row = buf.data() + i * row_bytes;
-        std::memcpy(static_cast<std::byte*>(w.raw_data()) + i * weight_bytes, row, static_cast<size_t>(weight_bytes));
-        if (state_dim > 0) std::memcpy(st.data<float>() + i * state_dim, row + weight_bytes, static_cast<size_t>(state_dim) * 4);
-      }
-      SR_RETURN_IF_ERROR(cache.WriteRows(0, old_slots, &w, state_dim > 0 ? &st : nullptr));
+    auto* weights = static_cast<std::byte*>(w.raw_data());
+    std::vector<std::byte> buf(written.size() * static_cast<size_t>(row_bytes));
+    SR_RETURN_IF_ERROR(file.Read(written, buf.data()));
+    for (size_t k = 0; k < written.size(); ++k) {
+      const std::byte* row = buf.data() + static_cast<int64_t>(k) * row_bytes;
+      const int64_t i = written_at[k];
+      std::memcpy(weights + i * weight_bytes, row, static_cast<size_t>(weight_bytes));
+      if (state_dim > 0) std::memcpy(st.data<float>() + i * state_dim, row + weight_bytes, static_cast<size_t>(state_dim) * 4);
     }
-    if (!new_ids.empty()) {
-      const auto n = static_cast<int64_t>(new_ids.size());
-      Tensor drawn = Tensor::Empty(dtype::kFloat32, {n, dim}), st = Tensor::Empty(dtype::kFloat32, {n, state_dim});
-      for (int64_t i = 0; i < n; ++i) {
-        sdk::InitialRowWeights(options.init_seed, new_ids[static_cast<size_t>(i)], 0, dim, config.init_min(),
-                               config.init_max(), drawn.data<float>() + i * dim);
-        std::copy(initial_state.begin(), initial_state.end(), st.data<float>() + i * state_dim);
-      }
-      SR_ASSIGN_OR_RETURN(Tensor w, FromFloat32(drawn, dtype, "initial rows"));
-      SR_RETURN_IF_ERROR(cache.WriteRows(0, new_slots, &w, state_dim > 0 ? &st : nullptr));
+    if (drawn.empty()) return Status::Ok();
+    const auto m = static_cast<int64_t>(drawn.size());
+    Tensor f = Tensor::Empty(dtype::kFloat32, {m, dim});
+    for (int64_t k = 0; k < m; ++k) {
+      sdk::InitialRowWeights(options.init_seed, drawn[static_cast<size_t>(k)], 0, dim, config.init_min(),
+                             config.init_max(), f.data<float>() + k * dim);
+    }
+    SR_ASSIGN_OR_RETURN(Tensor fw, FromFloat32(f, dtype, "initial rows"));
+    for (int64_t k = 0; k < m; ++k) {
+      const int64_t i = drawn_at[static_cast<size_t>(k)];
+      std::memcpy(weights + i * weight_bytes, static_cast<const std::byte*>(fw.raw_data()) + k * weight_bytes,
+                  static_cast<size_t>(weight_bytes));
+      std::copy(initial_state.begin(), initial_state.end(), st.data<float>() + i * state_dim);
     }
     return Status::Ok();
+  }
+
+  // Rows `ids` into the kernel at `slots`.
+  Status Load(const CacheDirectory::Move& m) {
+    if (m.ids.empty()) return Status::Ok();
+    Tensor w, st;
+    SR_RETURN_IF_ERROR(Fetch(m.ids, w, st));
+    return cache.WriteRows(0, m.slots, &w, state_dim > 0 ? &st : nullptr);
   }
 
   // The batch's ids as cache slots (ids outside the table: -1, which the
@@ -223,50 +236,15 @@ Status CachedTable::Purge() {
 }
 
 Status CachedTable::ReadRows(std::span<const int64_t> rows, Tensor* weights, Tensor* state) {
-  SR_RETURN_IF_ERROR(Flush());
-  const auto n = static_cast<int64_t>(rows.size());
-  // Cached rows are on file now (clean); others are on file or never written.
+  SR_RETURN_IF_ERROR(Flush());  // cached rows are on file now (clean); others are on file or never written
   for (int64_t r : rows) {
     if (r < 0 || r >= s_->config.num_embeddings) {
       return InvalidArgumentError(fmt::format("table '{}': row {} is outside its {} rows", s_->config.name, r,
                                               s_->config.num_embeddings));
     }
   }
-  std::vector<int64_t> written, drawn;
-  std::vector<size_t> written_at, drawn_at;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    (s_->file.Written(rows[i]) ? written : drawn).push_back(rows[i]);
-    (s_->file.Written(rows[i]) ? written_at : drawn_at).push_back(i);
-  }
-  Tensor w = Tensor::Empty(s_->dtype, {n, s_->dim}), st = Tensor::Empty(dtype::kFloat32, {n, s_->state_dim});
-  std::vector<std::byte> buf(written.size() * static_cast<size_t>(s_->row_bytes));
-  SR_RETURN_IF_ERROR(s_->file.Read(written, buf.data()));
-  for (size_t k = 0; k < written.size(); ++k) {
-    const std::byte* row = buf.data() + static_cast<int64_t>(k) * s_->row_bytes;
-    const auto i = static_cast<int64_t>(written_at[k]);
-    std::memcpy(static_cast<std::byte*>(w.raw_data()) + i * s_->weight_bytes, row,
-                static_cast<size_t>(s_->weight_bytes));
-    if (s_->state_dim > 0) {
-      std::memcpy(st.data<float>() + i * s_->state_dim, row + s_->weight_bytes, static_cast<size_t>(s_->state_dim) * 4);
-    }
-  }
-  if (!drawn.empty()) {
-    const auto m = static_cast<int64_t>(drawn.size());
-    Tensor f = Tensor::Empty(dtype::kFloat32, {m, s_->dim});
-    for (int64_t k = 0; k < m; ++k) {
-      sdk::InitialRowWeights(s_->options.init_seed, drawn[static_cast<size_t>(k)], 0, s_->dim, s_->config.init_min(),
-                             s_->config.init_max(), f.data<float>() + k * s_->dim);
-    }
-    SR_ASSIGN_OR_RETURN(Tensor fw, FromFloat32(f, s_->dtype, "initial rows"));
-    const size_t elem = DTypeSize(s_->dtype);
-    for (int64_t k = 0; k < m; ++k) {
-      const auto i = static_cast<int64_t>(drawn_at[static_cast<size_t>(k)]);
-      std::memcpy(static_cast<std::byte*>(w.raw_data()) + i * s_->weight_bytes,
-                  static_cast<const std::byte*>(fw.raw_data()) + k * s_->dim * static_cast<int64_t>(elem),
-                  static_cast<size_t>(s_->weight_bytes));
-      std::copy(s_->initial_state.begin(), s_->initial_state.end(), st.data<float>() + i * s_->state_dim);
-    }
-  }
+  Tensor w, st;
+  SR_RETURN_IF_ERROR(s_->Fetch(rows, w, st));
   if (weights != nullptr) *weights = std::move(w);
   if (state != nullptr) *state = std::move(st);
   return Status::Ok();
