@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "shardrec/core/cache/cached_table.h"
 #include "shardrec/core/cache/row_file.h"
+#include "shardrec/core/modules/embedding_tables.h"
 
 namespace shardrec::cli {
 namespace {
@@ -116,9 +116,6 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
   }
   for (const auto& policy : c.policies) {
     for (double lf : c.load_factors) {
-      const auto file = c.dir / fmt::format("bench-{}-{}.rows", policy.name, lf);
-      std::error_code ec;
-      std::filesystem::remove(file, ec);
       CacheParams params;
       params.algorithm = policy.name;
       params.algorithm_options = policy.options;
@@ -128,7 +125,10 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
       // One step's ids fit whatever the sets hold.
       params.overflow = c.batch;
       auto run = [&]() -> StatusOr<CacheBenchRun> {
-        SR_ASSIGN_OR_RETURN(auto cached, CachedTable::Create(registry, table, options, params, file));
+        // A scratch row file: removed with the table.
+        TableCacheSpec spec{params, c.dir / fmt::format("bench-{}-{}.rows", policy.name, lf), {}};
+        SR_ASSIGN_OR_RETURN(auto cached, EmbeddingTables::Create(registry, {table}, options, {}, {std::move(spec)}));
+        const TableCache& cache = *cached.cache(0);
         SR_ASSIGN_OR_RETURN(
             double seconds,
             Steps(
@@ -139,16 +139,15 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
         CacheBenchRun r;
         r.policy = policy.shown;
         r.load_factor = lf;
-        r.cached_rows = cached.cached_rows();
-        r.hit_rate = cached.counters().hit_rate();
-        r.misses = cached.counters().misses;
+        r.cached_rows = cache.cached_rows();
+        r.hit_rate = cache.counters().hit_rate();
+        r.misses = cache.counters().misses;
         r.ids_per_s = static_cast<double>(c.ids.size()) / seconds;
-        r.rows_read = cached.file_counters().rows_read;
-        r.rows_written = cached.file_counters().rows_written;
+        r.rows_read = cache.file_counters().rows_read;
+        r.rows_written = cache.file_counters().rows_written;
         return r;
       };
       auto r = run();
-      std::filesystem::remove(file, ec);
       if (!r.ok()) return r.status().WithContext(fmt::format("policy {}, load factor {}", policy.shown, lf));
       done(*r);
       result.runs.push_back(*r);

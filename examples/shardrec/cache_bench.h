@@ -1,5 +1,5 @@
 // `shardrec bench cache`: a recorded id stream trained through a cached
-// table (core/include/shardrec/core/cache/cached_table.h) per eviction
+// table (EmbeddingTables over a TableCache, core/include/shardrec/core/cache/table_cache.h) per eviction
 // policy and load factor, beside the in-memory kernel on the same batches.
 #pragma once
 

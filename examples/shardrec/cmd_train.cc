@@ -43,6 +43,7 @@
 #include "shardrec/sdk/optimizer.hpp"
 #include "planner_inputs.h"
 #include "train_data.h"
+#include "train_cache.h"
 #include "train_click_log.h"
 #include "train_model.h"
 
@@ -74,6 +75,7 @@ struct TrainFlags {
   bool planner = false;  // --planner (docs/planner.md)
   PlannerFlags planner_flags;
   double planner_estimate_s = 0;  // the planner's estimated step, for the report
+  CacheFlags cache;  // --memory-budget, --cache-dir, --cache-params (docs/cache.md)
 };
 
 // What the synthetic stream is, in the manifest: a resumed run that differs
@@ -117,6 +119,8 @@ struct RankResult {
   std::vector<double> remap_seconds;  // managed collision, per rank
   std::map<std::string, ManagedCollisionStats> mc_stats;
   std::map<std::string, std::string> mc_dist;  // per table: "fused", or "separate: why"
+  std::vector<CachedTableStats> cache_stats;    // the plan's cached tables
+  std::vector<int64_t> rss_max;                 // per rank: its process's largest RSS sample in the steps
   std::string output_dist;
   struct Verify {
     Diff output, weights, state;
@@ -331,6 +335,8 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   // Every rank starts its clock together (rank 0 made the reference and
   // printed the plan), so no rank's input dist times a peer's set-up.
   SR_RETURN_IF_ERROR(group.Barrier().WithContext("before the first step"));
+  RssSampler rss;  // what tables larger than memory keep resident, in the steps
+  rss.Start();
   // --model: the windowed metric (every rank keeps its share of the window)
   // and the CSV, which rank 0 writes.
   std::optional<MetricsLog> metrics_log;
@@ -537,6 +543,9 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   result.bad_lines = 0;
   for (int64_t b : bad) result.bad_lines += b;
   result.epochs_done = input->epoch();
+  rss.Stop();
+  SR_ASSIGN_OR_RETURN(result.rss_max, AllGatherValues(group, rss.max_bytes()));
+  SR_ASSIGN_OR_RETURN(result.cache_stats, GatherCacheStats(group, ebc.tables()));
   SR_ASSIGN_OR_RETURN(auto ns_per_rank, AllGatherValues(group, static_cast<int64_t>(my_seconds * 1e9)));
   for (int64_t n : ns_per_rank) {
     result.rank_seconds.push_back(static_cast<double>(n) * 1e-9);
@@ -765,6 +774,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                                          {"occupancy", s.occupancy()}, {"dist", r.mc_dist.at(table)}};
       }
     }
+    if (!r.cache_stats.empty()) j["cache"] = CacheReportJson(r.cache_stats, r.rss_max, f.cache.budget_bytes, f.cache.cache_dir);
     if (r.verify) {
       const auto& v = *r.verify;
       j["verify"] = {{"max_abs_diff_output", v.output.abs}, {"max_abs_diff_weights", v.weights.abs},
@@ -818,6 +828,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                          r.mc_dist.at(table) == "fused" ? "fused into the input dist" : r.mc_dist.at(table));
     }
   }
+  out += FormatCacheReport(r.cache_stats, r.rss_max, f.cache.budget_bytes, f.cache.cache_dir);
   for (const auto& c : r.saved) {
     out += fmt::format("checkpoint {}: {} in {:.2f} s ({}B/s){}\n", c.dir, FormatByteSize(c.bytes), c.seconds,
                        Rate(static_cast<double>(c.bytes) / std::max(c.seconds, 1e-9)),
@@ -977,6 +988,7 @@ int RunTrain(const std::vector<std::string>& args) {
   AddModelOptions(desc, &f.model);
   AddClickDataOptions(desc, &f.click);
   AddPlannerOptions(desc, &f.planner_flags, /*with_hosts=*/false);
+  AddCacheOptions(desc, f.cache);
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("train", args, desc, nullptr, &vm, &code,
@@ -989,6 +1001,7 @@ int RunTrain(const std::vector<std::string>& args) {
              "  shardrec train --comm gloo --world-size 2 --ids zipf:1.05   # 2 processes (shared memory)\n"
              "  shardrec train --tables 8x1000000x128 --plan plan.json --json\n"
              "  shardrec train --model dlrm --tables 26x20000x64 --sharder row_wise --verify   # a whole DLRM\n"
+             "  shardrec train --tables 1x32000000x64 --memory-budget 2GiB --cache-dir /mnt/ssd/cache   # 8 GiB table, 2 GiB RAM\n"
              "  shardrec train --steps 1000 --checkpoint-dir ckpt --save-every 100 --keep-last 3\n"
              "  shardrec train --steps 2000 --resume ckpt --checkpoint-dir ckpt --sharder row_wise --world-size 4\n"
              "  shardrec launch --nproc-per-node 4 -- shardrec train --comm gloo --sharder table_row_wise")) {
@@ -1126,6 +1139,12 @@ int RunTrain(const std::vector<std::string>& args) {
   if (!bounds.ok()) return fail("--bounds-check: " + bounds.status().message());
   options.bounds_check = bounds.value();
   int64_t memory_per_rank = 0;
+  if (Status st = ParseCacheFlags(f.cache); !st.ok()) return fail(st.message());
+  if (f.cache.budget_bytes > 0 && !f.memory_per_rank.empty()) {
+    return fail("give --memory-budget (tables over it are cached) or --memory-per-rank (a plan over it is refused), "
+                "not both");
+  }
+  options.cache_dir = f.cache.cache_dir;
   if (!f.memory_per_rank.empty()) {
     auto bytes = ParseByteSize(f.memory_per_rank);
     if (!bytes.ok()) return fail("--memory-per-rank: " + bytes.status().message());
@@ -1181,7 +1200,27 @@ int RunTrain(const std::vector<std::string>& args) {
   std::vector<std::string> kernels{f.kernel};
   if (spec) {
     for (const auto& [table, sharding] : *spec) {
-      if (!sharding.compute_kernel.empty()) kernels.push_back(sharding.compute_kernel);
+      const std::string& k = sharding.compute_kernel;
+      if (!k.empty() && k != kFusedKernel && !IsCachedKernel(k)) kernels.push_back(k);
+    }
+  }
+  // Caches' eviction policies: by name or by a plugin's path, with
+  // --plugin-opt eviction.NAME.KEY=VALUE joining their options.
+  auto resolve_cache_policy = [&](CacheParams& c, const std::string& where) -> Status {
+    auto policy = ResolveEvictionPolicy(session.registry, c.algorithm);
+    if (!policy.ok()) return policy.status().WithContext(where + ": eviction policy");
+    c.algorithm = policy.value();
+    const OptionList extra = session.plugin_options.For("eviction", c.algorithm);
+    for (const auto& [k, v] : extra.items()) c.algorithm_options.Set(k, v);
+    return Status::Ok();
+  };
+  if (Status st = resolve_cache_policy(f.cache.defaults, "--cache-params"); !st.ok()) return fail(st.message());
+  if (spec) {
+    for (auto& [table, sharding] : *spec) {
+      if (!sharding.cache_params) continue;
+      if (Status st = resolve_cache_policy(*sharding.cache_params, "--plan: table '" + table + "'"); !st.ok()) {
+        return fail(st.message());
+      }
     }
   }
   if (Status st = CheckKernelsUsable(session.registry, kernels, options.optimizer.optimizer); !st.ok()) {
@@ -1237,6 +1276,7 @@ int RunTrain(const std::vector<std::string>& args) {
     req.sharder = f.sharder;
     req.sharder_options = session.plugin_options.ForKind("sharder");
     req.qcomm = qcomm;
+    ApplyCacheFlags(f.cache, req);
     if (memory_per_rank > 0) req.memory_bytes_per_rank.assign(static_cast<size_t>(group.world_size()), memory_per_rank);
     const int32_t opt = options.optimizer.optimizer;
     req.state_bytes_per_row = [opt](const EmbeddingTableConfig& t) {
@@ -1244,6 +1284,9 @@ int RunTrain(const std::vector<std::string>& args) {
     };
     auto plan = MakePlan(session.registry, req);
     if (!plan.ok()) return lead ? fail(plan.status().message()) : kExitUsage;
+    if (PlanCachesTables(plan.value())) {
+      if (Status st = PrepareCacheDir(f.cache.cache_dir); !st.ok()) return lead ? fail(st.message()) : kExitUsage;
+    }
     // Before anything is allocated. --verify's unsharded copy lives on rank
     // 0, which is in this process when it is the lead or the ranks are threads
     // (then every rank counts it, so that all of them decide alike).

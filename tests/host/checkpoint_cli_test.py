@@ -23,6 +23,8 @@ try:
 except ImportError:
     print("SKIP: numpy is not importable under", sys.executable)
     sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkpoint_tables import largest_difference, last, tables_of  # noqa: E402
 
 exe, fixtures = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 CYCLIC = os.path.join(fixtures, "cyclic", "libshardrec_sharder_cyclic.so")
@@ -52,52 +54,10 @@ def train(steps, world, sharder_args, optimizer, extra, comm="gloo", tables=TABL
     return run(*args)
 
 
-def tables_of(ckpt):
-    """{(table, kind): float64 [rows, dim]} from the manifest's files; row-wise
-    Adagrad's per-block value is spread over its block's columns."""
-    m = json.load(open(os.path.join(ckpt, "manifest.json")))
-    dims = {t["name"]: (t["num_embeddings"], t["embedding_dim"]) for t in m["tables"]}
-    out = {}
-    for f in m["files"]:
-        if f["kind"].startswith("mc."):
-            continue  # managed-collision state: compared by mc_state
-        rows, dim = dims[f["table"]]
-        key = (f["table"], f["kind"])
-        full = out.setdefault(key, np.full((rows, dim), np.nan))
-        a = np.load(os.path.join(ckpt, f["path"]), mmap_mode="r").astype(np.float64)
-        r0, r1 = f["rows"]
-        c0, c1 = f["cols"]
-        if a.shape[1] == 1 and c1 - c0 > 1:
-            a = np.repeat(a, c1 - c0, axis=1)
-        if "row_ids" in f:
-            ids = np.load(os.path.join(ckpt, f["row_ids"]["path"]), mmap_mode="r")
-            full[ids, c0:c1] = a
-        else:
-            full[r0:r1, c0:c1] = a
-    return m, out
-
-
 def compare(name, got_dir, want_dir, exact):
-    gm, got = tables_of(got_dir)
-    wm, want = tables_of(want_dir)
-    worst = 0.0
-    ok = set(got) == set(want) and gm["step"] == wm["step"] and gm["optimizer"] == wm["optimizer"]
-    for key in want:
-        if key not in got:
-            continue
-        g, w = got[key], want[key]
-        ok &= not np.isnan(g).any() and not np.isnan(w).any()
-        if exact:
-            ok &= np.array_equal(g, w)
-        worst = max(worst, float(np.max(np.abs(g - w) / np.maximum(1.0, np.abs(w)))))
-    ok &= exact or worst <= 1e-6
-    expect(name, ok, f"largest scaled difference {worst:.3g}; steps {gm['step']} vs {wm['step']}; "
-                     f"optimizer {gm['optimizer']} vs {wm['optimizer']}; kinds {sorted(got)} vs {sorted(want)}")
-
-
-def last(root):
-    names = sorted(n for n in os.listdir(root) if n.startswith("step-"))
-    return os.path.join(root, names[-1])
+    ok, worst, detail = largest_difference(got_dir, want_dir)
+    ok &= worst == 0 if exact else worst <= 1e-6
+    expect(name, ok, f"largest scaled difference {worst:.3g}; {detail}")
 
 
 with tempfile.TemporaryDirectory(prefix="shardrec-ckpt-test-") as tmp:

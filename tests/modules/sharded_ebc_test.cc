@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "sharded_fixture.h"
+#include "temp_dir.h"
 #include "shardrec/core/modules/embedding_bag_collection.h"
 #include "shardrec/core/modules/sharded_embedding_bag_collection.h"
 
@@ -33,6 +34,7 @@ struct Case {
   std::string plan_json;
   bool fast_paths = true;
   int ranks_per_host = 0;  // 0: the world
+  std::filesystem::path cache_dir;  // for plans that cache tables (fused_ssd_caching)
 };
 
 std::string Describe(const Case& c) {
@@ -88,6 +90,7 @@ class ShardedEbc : public ShardedTest {
     EmbeddingModuleOptions options;
     options.optimizer = OptimizerSpec::Parse(c.optimizer).value();
     options.init_seed = 7;
+    options.cache_dir = c.cache_dir;
 
     // The unsharded reference on the global batch.
     auto ref = EmbeddingBagCollection::Create(registry_, tables, options);
@@ -141,6 +144,16 @@ class ShardedEbc : public ShardedTest {
           float worst = 0;
           for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(weight_grad[i] - want[i]));
           EXPECT_LE(worst, kTol) << "id weight gradient, rank " << me << ", step " << step;
+        }
+      }
+      // A cached table's pieces looked their ids up through their caches.
+      for (size_t p = 0; p < sebc->tables().shards().size(); ++p) {
+        const TableCache* cache = sebc->tables().shards().cache(p);
+        const bool planned = IsCachedKernel(plan->tables[0].sharding.compute_kernel) &&
+                             sebc->tables().shards().piece(p).config.name.starts_with("t0@");
+        EXPECT_EQ(cache != nullptr, planned) << sebc->tables().shards().piece(p).config.name;
+        if (cache != nullptr) {
+          EXPECT_GT(cache->counters().lookups, 0);
         }
       }
       ExpectTablesMatch(*sebc, ref->tables(), tables, plan.value(), me, kTol, mu, replicas);
@@ -204,6 +217,37 @@ TEST_P(ShardedEbc, MixedPlanEqualsUnsharded) {
                                                     {"rows": [0, 2], "cols": [7, 5], "rank": 0},
                                                     {"rows": [2, 1], "cols": [0, 12], "rank": 1}]}}})";
   EXPECT_EQ(Run(c), "generic");
+}
+
+// Tables kept larger than memory (fused_ssd_caching) under every sharder:
+// each piece's rows on its own file, a few of them cached (two ways per
+// set, so batches evict; overflow slots for a batch's ids beyond full
+// sets), and the numbers are the unsharded module's.
+TEST_P(ShardedEbc, CachedTablesEqualUnshardedUnderEverySharder) {
+  testing::TempDir dir("sharded-cache");
+  for (const char* sharder : {"table_wise", "row_wise", "column_wise", "table_row_wise", "row_cyclic"}) {
+    for (int world : {2, 3}) {
+      Case c;
+      c.sharder = sharder;  // shown: the plan below is what runs
+      c.world = world;
+      c.weighted = world == 3;
+      // (Column blocks keep row-wise Adagrad's accumulator per block, as
+      // TorchRec does, so column_wise is compared with Adagrad.)
+      const bool column_wise = std::string(sharder) == "column_wise";
+      c.optimizer = world == 3 ? "adam,lr=0.01" : column_wise ? "adagrad,lr=0.2" : "rowwise_adagrad,lr=0.2";
+      c.cache_dir = dir.path();
+      if (std::string(sharder) == "table_row_wise" && world == 2) c.ranks_per_host = 1;
+      const std::string opts = column_wise ? R"(, "sharder_options": {"block_cols": "3"})" : "";
+      c.plan_json = fmt::format(R"({{"plan": {{
+          "t0": {{"sharding_type": "{0}", "compute_kernel": "fused_ssd_caching"{1},
+                  "cache_params": {{"algorithm": "lru", "load_factor": 0.2, "ways": 2, "overflow": 40}}}},
+          "t1": {{"sharding_type": "{0}"{1}}},
+          "t2": {{"sharding_type": "{0}"{1}}}}}}})",
+                                sharder, opts);
+      Run(c);
+      EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the row files go with their tables";
+    }
+  }
 }
 
 TEST_P(ShardedEbc, OtherOptimizersEqualUnsharded) {

@@ -26,7 +26,7 @@ class ShardedTest : public RanksTest {
   void SetUp() override {
     RanksTest::SetUp();
     if (IsSkipped()) return;
-    for (const char* lib : {"libshardrec_sharder_builtin.so", "libshardrec_kernel_cpu.so"}) {
+    for (const char* lib : {"libshardrec_sharder_builtin.so", "libshardrec_kernel_cpu.so", "libshardrec_eviction_builtin.so"}) {
       ASSERT_TRUE(registry_.LoadLibrary(std::filesystem::path(SHARDREC_BUILT_PLUGIN_DIR) / lib).ok()) << lib;
     }
     // row_cyclic: a sharder that routes ids itself (tests/fixtures/cyclic_sharder.cc).

@@ -25,7 +25,7 @@ EmbeddingTableConfig Table(std::string name, int64_t rows, int64_t dim) {
 class Plans : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* lib : {"libshardrec_sharder_builtin.so", "libshardrec_kernel_cpu.so"}) {
+    for (const char* lib : {"libshardrec_sharder_builtin.so", "libshardrec_kernel_cpu.so", "libshardrec_eviction_builtin.so"}) {
       const auto path = std::filesystem::path(SHARDREC_BUILT_PLUGIN_DIR) / lib;
       ASSERT_TRUE(registry_.LoadLibrary(path).ok()) << path;
     }
@@ -142,6 +142,85 @@ TEST_F(Plans, BadPlansAreRefusedNamingTheTable) {
   PlanRequest tight = Request(2);
   tight.memory_bytes_per_rank = {50000, 50000};
   expect(MakePlan(registry_, tight), "table 'big' does not fit: rank 0 would hold 64000 bytes, its budget is 50000");
+}
+
+// fused_ssd_caching (docs/cache.md) in plan files, in the bytes a rank
+// holds, in the plan written back out; and a memory budget that caches
+// the tables that do not fit, largest first.
+TEST_F(Plans, CachedTablesInPlansAndTheMemoryBudget) {
+  const std::string rest = R"(, "mid": {"sharding_type": "table_wise", "ranks": [1]},
+                               "small": {"sharding_type": "table_wise", "compute_kernel": "fused", "ranks": [1]},
+                               "wide": {"sharding_type": "table_wise", "ranks": [1]}}})";
+  auto whole = WithPlan(Request(2), R"({"plan": {"big": {"sharding_type": "table_wise", "ranks": [0]})" + rest);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->tables[2].sharding.compute_kernel, "cpu") << "fused is the run's kernel";
+  auto cached = WithPlan(Request(2), R"({"plan": {"big": {"sharding_type": "table_wise", "ranks": [0],
+      "compute_kernel": "fused_ssd_caching", "cache_params": {"algorithm": "lfu", "load_factor": 0.1, "ways": 8}})" + rest);
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  // 100 rows of 64 bytes, one set of 8 ways and 16 overflow slots, each
+  // slot with the directory's bookkeeping; instead of 1000 rows.
+  EXPECT_EQ(whole->bytes_per_rank[0], 64000);
+  EXPECT_EQ(cached->bytes_per_rank[0], (100 + 8 + 16) * (64 + kCacheDirectoryBytesPerSlot));
+  EXPECT_EQ(cached->bytes_per_rank[1], whole->bytes_per_rank[1]);
+  EXPECT_NE(FormatPlan(*cached).find("cached big: algorithm=lfu,load_factor=0.1,ways=8"), std::string::npos)
+      << FormatPlan(*cached);
+  auto again = WithPlan(Request(2), PlanToJson(*cached));
+  ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << PlanToJson(*cached);
+  EXPECT_EQ(again->tables[0].sharding.compute_kernel, "fused_ssd_caching");
+  EXPECT_EQ(CacheParamsToString(*again->tables[0].sharding.cache_params), "algorithm=lfu,load_factor=0.1,ways=8");
+  EXPECT_EQ(again->bytes_per_rank, cached->bytes_per_rank);
+
+  auto expect = [&](const StatusOr<ShardingPlan>& p, const std::string& needle) {
+    ASSERT_FALSE(p.ok()) << needle;
+    EXPECT_NE(p.status().message().find(needle), std::string::npos) << p.status().message();
+  };
+  const std::string big = R"({"plan": {"big": {"sharding_type": "table_wise", "ranks": [0], )";
+  expect(WithPlan(Request(2), big + R"("cache_params": {"load_factor": 0.1}})" + rest),
+         "cache_params are for compute_kernel \"fused_ssd_caching\"");
+  expect(WithPlan(Request(2), big + R"("compute_kernel": "fused_ssd_caching", "cache_params": {"load_factor": 2}})" + rest),
+         "load_factor '2': expected a number in (0, 1]");
+  expect(WithPlan(Request(2), big + R"("compute_kernel": "fused_ssd_caching", "cache_params": {"lf": 0.1}})" + rest),
+         "unknown cache parameter 'lf'");
+  expect(WithPlan(Request(2), big + R"("compute_kernel": "fused_ssd_caching", "cache_params": {"algorithm": "mru", "load_factor": 0.1}})" + rest),
+         "mru");
+  expect(WithPlan(Request(2), big + R"("compute_kernel": "fused_ssd_caching", "cache_params": {"precision": "fp16", "load_factor": 0.1}})" + rest),
+         "precision fp16 differs from the table's fp32");
+  expect(WithPlan(Request(2), big + R"("compute_kernel": "fused_ssd_caching"})" + rest),
+         "table 'big': fused_ssd_caching without a load_factor needs a memory budget");
+  expect(WithPlan(Request(2), R"({"plan": {"big": {"sharding_type": "data_parallel", "compute_kernel": "fused_ssd_caching",
+      "cache_params": {"load_factor": 0.5}})" + rest),
+         "a cached table (fused_ssd_caching) must be sharded");
+
+  // A budget of 40000 bytes a rank: big (64000) alone on rank 0 must be
+  // cached; rank 1 holds mid (38400), small and wide (44000), so mid is
+  // cached too, the largest there; small and wide stay in memory. One
+  // load factor, the largest that fits both.
+  PlanRequest budget = Request(2);
+  budget.memory_budget_per_rank = 40000;
+  budget.cache_defaults.algorithm = "lfu";
+  auto fitted = MakePlan(registry_, budget);
+  ASSERT_TRUE(fitted.ok()) << fitted.status().ToString();
+  std::vector<std::string> kernels;
+  for (const auto& t : fitted->tables) kernels.push_back(t.config.name + ":" + t.sharding.compute_kernel);
+  EXPECT_EQ(kernels, (std::vector<std::string>{"big:fused_ssd_caching", "mid:fused_ssd_caching", "small:cpu", "wide:cpu"}));
+  const double lf = fitted->tables[0].sharding.cache_params->load_factor;
+  EXPECT_GT(lf, 0.05);
+  EXPECT_LT(lf, 0.2);
+  EXPECT_EQ(fitted->tables[1].sharding.cache_params->load_factor, lf);
+  EXPECT_EQ(fitted->tables[0].sharding.cache_params->algorithm, "lfu");
+  for (int64_t b : fitted->bytes_per_rank) EXPECT_LE(b, 40000);
+  // Written out, the plan repeats without the budget.
+  auto repeated = WithPlan(Request(2), PlanToJson(*fitted));
+  ASSERT_TRUE(repeated.ok()) << repeated.status().ToString();
+  EXPECT_EQ(repeated->bytes_per_rank, fitted->bytes_per_rank);
+  // Room for everything: nothing is cached.
+  budget.memory_budget_per_rank = 1 << 20;
+  auto roomy = MakePlan(registry_, budget);
+  ASSERT_TRUE(roomy.ok());
+  for (const auto& t : roomy->tables) EXPECT_EQ(t.sharding.compute_kernel, "cpu") << t.config.name;
+  // Too small even for the caches' fixed slots.
+  budget.memory_budget_per_rank = 5000;
+  expect(MakePlan(registry_, budget), "do not fit a memory budget of");
 }
 
 }  // namespace

@@ -230,8 +230,9 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
     if (slot < 0) {  // every way of the set holds this batch's ids
       if (next_overflow == s.capacity()) {
         return fail(Status(SR_RESOURCE_EXHAUSTED, fmt::format(
-            "row cache: a batch of {} distinct ids fills a set of {} ways and all {} overflow slots; raise the "
-            "cache's load factor or its overflow, or lower the batch",
+            "row cache: a batch of {} ids fills a set of {} ways and all {} overflow slots; raise the cache's "
+            "load factor or its overflow (cache_params overflow=N: slots for one batch's ids beyond full sets), "
+            "or lower the batch",
             ids.size(), s.ways, s.overflow)));
       }
       slot = next_overflow++;

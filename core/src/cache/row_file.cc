@@ -4,6 +4,7 @@
 #include "shardrec/core/cache/row_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -100,11 +101,24 @@ struct RowFile::State {
   Header header{};
   std::vector<uint64_t> written;  // bit per row
   bool marked_open = false;       // the header on disk says "open"
+  bool scratch = false;           // removed when closed (CreateScratch)
   RowFileCounters counters;
   std::unique_ptr<IoPool> pool;
 
   ~State() {
+    pool.reset();  // no transfer in flight while the file goes
+    if (scratch) ::unlink(path.c_str());  // still locked: no one else uses this path
     if (fd >= 0) ::close(fd);
+  }
+  // One writer per file, across processes and within one: a second open
+  // of a file in use is refused (the lock goes with the process, so a
+  // killed run's file is free again).
+  Status Lock() const {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return Status::Ok();
+    if (errno == EWOULDBLOCK) {
+      return FailedPreconditionError(path.string() + " is in use by another table or process");
+    }
+    return Fail("cannot lock", errno);
   }
   Status Fail(const std::string& what, int e) const {
     return InternalError(fmt::format("{}: {}: {}", path.string(), what, Errno(e)));
@@ -240,6 +254,10 @@ StatusOr<RowFile> RowFile::Create(const std::filesystem::path& path, const RowFi
     }
     return s->Fail("cannot create", errno);
   }
+  if (Status locked = s->Lock(); !locked.ok()) {
+    ::unlink(path.c_str());
+    return locked;
+  }
   Header& h = s->header;
   h.magic = kMagic;
   h.version = kVersion;
@@ -261,12 +279,35 @@ StatusOr<RowFile> RowFile::Create(const std::filesystem::path& path, const RowFi
   return RowFile(std::move(s));
 }
 
+StatusOr<RowFile> RowFile::CreateScratch(const std::filesystem::path& path, const RowFileSpec& spec) {
+  SR_RETURN_IF_ERROR(CheckSpec(path, spec));
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) || std::filesystem::is_symlink(path, ec)) {
+    // Only an earlier run's row file, no longer in use, is replaced.
+    State old;
+    old.path = path;
+    old.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (old.fd < 0) return old.Fail("exists and cannot be opened to be replaced", errno);
+    std::array<char, 8> magic{};
+    if (::pread(old.fd, magic.data(), magic.size(), 0) != static_cast<ssize_t>(magic.size()) || magic != kMagic) {
+      return FailedPreconditionError(path.string() + " exists and is not a row file: it is left alone (delete it, "
+                                                     "or choose another directory)");
+    }
+    SR_RETURN_IF_ERROR(old.Lock());
+    if (::unlink(path.c_str()) != 0) return old.Fail("cannot replace", errno);
+  }
+  SR_ASSIGN_OR_RETURN(RowFile file, Create(path, spec));
+  file.s_->scratch = true;
+  return file;
+}
+
 StatusOr<RowFile> RowFile::Open(const std::filesystem::path& path, const RowFileSpec& spec) {
   SR_RETURN_IF_ERROR(CheckSpec(path, spec));
   auto s = std::make_unique<State>();
   s->path = path;
   s->fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (s->fd < 0) return s->Fail("cannot open", errno);
+  SR_RETURN_IF_ERROR(s->Lock());
   Header& h = s->header;
   std::vector<char> page(kPage);
   const ssize_t got = ::pread(s->fd, page.data(), page.size(), 0);
@@ -347,6 +388,21 @@ Status RowFile::Write(std::span<const int64_t> rows, const std::byte* in) {
   for (int64_t r : rows) s_->written[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
   s_->counters.rows_written += static_cast<int64_t>(written);
   s_->counters.bytes_written += static_cast<int64_t>(written) * row_bytes();
+  return Status::Ok();
+}
+
+Status RowFile::Forget(std::span<const int64_t> rows) {
+  for (int64_t r : rows) {
+    if (r < 0 || r >= this->rows()) {
+      return InvalidArgumentError(fmt::format("{}: row {} is outside [0, {})", s_->path.string(), r, this->rows()));
+    }
+  }
+  if (rows.empty()) return Status::Ok();
+  if (!s_->marked_open) {  // the map on disk changes at the next Sync
+    SR_RETURN_IF_ERROR(s_->WriteHeader(kStateOpen));
+    s_->marked_open = true;
+  }
+  for (int64_t r : rows) s_->written[static_cast<size_t>(r) / 64] &= ~(uint64_t{1} << (r % 64));
   return Status::Ok();
 }
 

@@ -218,6 +218,9 @@ StatusOr<SavedCheckpoint> SaveCheckpoint(const ShardedTables& tables, const Chec
   json mc_summary = json::object();
   json dense_summary;  // rank 0's, with request.dense
   Status written = [&]() -> Status {
+    // Cached tables' changed rows onto their files first: the file is then
+    // as current as the cache, and rows stream out of either.
+    SR_RETURN_IF_ERROR(tables.Flush());
     SR_ASSIGN_OR_RETURN(auto parts, checkpoint::PartsOf(tables));
     for (const TablePart& part : parts) {
       if (!part.saved_here || part.rows == 0 || part.cols == 0) continue;

@@ -33,6 +33,31 @@ int32_t KernelPooling(PoolingType p) {
 }
 }  // namespace
 
+// The cached tables (one entry per table, empty for the others) and the
+// last forward's batch: its ids and the slot ids it was looked up with,
+// which its backward reuses instead of finding every id again.
+struct EmbeddingTables::Caches {
+  std::vector<std::optional<TableCache>> tables;
+  std::vector<int64_t> last_ids;
+  std::optional<KeyedJaggedTensor> last_slots;
+};
+
+struct EmbeddingTables::KernelSlots final : CacheSlots {
+  KernelSlots(const EmbeddingTables& t, int32_t table) : t(t), table(table) {}
+  Status Read(std::span<const int64_t> slots, Tensor* weights, Tensor* state) const override {
+    return t.KernelRows(table, slots, weights, state, RowsOp::kRead);
+  }
+  Status Write(std::span<const int64_t> slots, const Tensor* weights, const Tensor* state) const override {
+    return t.KernelRows(table, slots, weights, state, RowsOp::kWrite);
+  }
+  const EmbeddingTables& t;
+  int32_t table;
+};
+
+EmbeddingTables::EmbeddingTables(EmbeddingTables&&) noexcept = default;
+EmbeddingTables& EmbeddingTables::operator=(EmbeddingTables&&) noexcept = default;
+EmbeddingTables::~EmbeddingTables() = default;
+
 EmbeddingTables::EmbeddingTables(Kernel kernel, std::vector<EmbeddingTableConfig> configs,
                                  EmbeddingModuleOptions options, std::string kernel_name)
     : kernel_(std::move(kernel)),
@@ -47,10 +72,20 @@ EmbeddingTables::EmbeddingTables(Kernel kernel, std::vector<EmbeddingTableConfig
 StatusOr<EmbeddingTables> EmbeddingTables::Create(const PluginRegistry& registry,
                                                   std::vector<EmbeddingTableConfig> tables,
                                                   const EmbeddingModuleOptions& options,
-                                                  const std::vector<TableOrigin>& origins) {
+                                                  const std::vector<TableOrigin>& origins,
+                                                  std::vector<std::optional<TableCacheSpec>> caches) {
   SR_RETURN_IF_ERROR(ValidateTables(tables));
   if (!origins.empty() && origins.size() != tables.size()) {
     return InternalError(fmt::format("{} table origins for {} tables", origins.size(), tables.size()));
+  }
+  if (!caches.empty() && caches.size() != tables.size()) {
+    return InternalError(fmt::format("{} table caches for {} tables", caches.size(), tables.size()));
+  }
+  // A cached table's kernel table holds its cache's slots.
+  std::vector<std::optional<CacheDirectory>> directories(caches.size());
+  for (size_t t = 0; t < caches.size(); ++t) {
+    if (!caches[t]) continue;
+    SR_ASSIGN_OR_RETURN(directories[t], TableCache::MakeDirectory(registry, tables[t], caches[t]->params));
   }
   SR_ASSIGN_OR_RETURN(ComponentRef ref, registry.Find(SR_KIND_KERNEL, options.kernel));
   SR_RETURN_IF_ERROR(CheckKernelOptimizer(ref, options.optimizer.optimizer));
@@ -59,7 +94,7 @@ StatusOr<EmbeddingTables> EmbeddingTables::Create(const PluginRegistry& registry
     sr_kernel_table& k = ktables[t];
     k.struct_size = SR_STRUCT_SIZE(sr_kernel_table, global_col_offset);
     k.name = tables[t].name.c_str();
-    k.num_rows = tables[t].num_embeddings;
+    k.num_rows = t < directories.size() && directories[t] ? directories[t]->capacity() : tables[t].num_embeddings;
     k.dim = tables[t].embedding_dim;
     k.weight_dtype = ToDLDataType(tables[t].data_type);
     k.init_min = tables[t].init_min();
@@ -75,7 +110,53 @@ StatusOr<EmbeddingTables> EmbeddingTables::Create(const PluginRegistry& registry
   if (!kernel.ok()) {
     return kernel.status().WithContext("kernel '" + ref.name() + "' refused the tables");
   }
-  return EmbeddingTables(std::move(kernel).value(), std::move(tables), options, ref.name());
+  EmbeddingTables made(std::move(kernel).value(), std::move(tables), options, ref.name());
+  for (size_t t = 0; t < caches.size(); ++t) {
+    if (!caches[t]) continue;
+    if (!made.caches_) {
+      made.caches_ = std::make_unique<Caches>();
+      made.caches_->tables.resize(caches.size());
+    }
+    SR_ASSIGN_OR_RETURN(auto info, made.kernel_.TableInfo(static_cast<int32_t>(t)));
+    const CachedRowFormat format{info.weight_dtype, info.state_dim, options.init_seed,
+                                 origins.empty() ? 0 : origins[t].row, origins.empty() ? 0 : origins[t].col};
+    SR_ASSIGN_OR_RETURN(made.caches_->tables[t], TableCache::Create(std::move(directories[t]).value(),
+                                                                     made.configs_[t], format, std::move(*caches[t])));
+  }
+  return made;
+}
+
+StatusOr<sr_kernel_table_info> EmbeddingTables::Info(int32_t table) const {
+  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  if (cache(table) != nullptr) info.num_rows = configs_[static_cast<size_t>(table)].num_embeddings;
+  return info;
+}
+
+const TableCache* EmbeddingTables::cache(int32_t table) const {
+  if (!caches_ || table < 0 || static_cast<size_t>(table) >= caches_->tables.size()) return nullptr;
+  const auto& c = caches_->tables[static_cast<size_t>(table)];
+  return c ? &*c : nullptr;
+}
+
+bool EmbeddingTables::any_cached() const { return caches_ != nullptr; }
+
+Status EmbeddingTables::Flush() const {
+  if (!caches_) return Status::Ok();
+  for (size_t t = 0; t < caches_->tables.size(); ++t) {
+    if (!caches_->tables[t]) continue;
+    SR_RETURN_IF_ERROR(caches_->tables[t]->Flush(KernelSlots(*this, static_cast<int32_t>(t))));
+  }
+  return Status::Ok();
+}
+
+Status EmbeddingTables::Purge() const {
+  if (!caches_) return Status::Ok();
+  caches_->last_slots.reset();  // the slots it names are gone
+  for (size_t t = 0; t < caches_->tables.size(); ++t) {
+    if (!caches_->tables[t]) continue;
+    SR_RETURN_IF_ERROR(caches_->tables[t]->Purge(KernelSlots(*this, static_cast<int32_t>(t))));
+  }
+  return Status::Ok();
 }
 
 StatusOr<int32_t> EmbeddingTables::TableIndex(const std::string& name) const {
@@ -95,6 +176,21 @@ std::vector<int64_t> EmbeddingTables::AllRows(int32_t table) const {
 
 Status EmbeddingTables::RowsCall(int32_t table, std::span<const int64_t> rows, const Tensor* weights,
                                  const Tensor* state, RowsOp op) const {
+  if (cache(table) != nullptr) {
+    TableCache& c = *caches_->tables[static_cast<size_t>(table)];
+    const KernelSlots slots(*this, table);
+    switch (op) {
+      case RowsOp::kRead: return c.ReadRows(rows, const_cast<Tensor*>(weights), const_cast<Tensor*>(state), slots);
+      case RowsOp::kWrite: return c.WriteRows(rows, weights, state, slots);
+      case RowsOp::kReset: break;
+    }
+    return c.ResetRows(rows, slots);
+  }
+  return KernelRows(table, rows, weights, state, op);
+}
+
+Status EmbeddingTables::KernelRows(int32_t table, std::span<const int64_t> rows, const Tensor* weights,
+                                   const Tensor* state, RowsOp op) const {
   DLView rows_view(rows.data(), {static_cast<int64_t>(rows.size())});
   sr_kernel_rows_args args{};
   args.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
@@ -111,7 +207,7 @@ Status EmbeddingTables::RowsCall(int32_t table, std::span<const int64_t> rows, c
 }
 
 StatusOr<Tensor> EmbeddingTables::ReadWeights(int32_t table) const {
-  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  SR_ASSIGN_OR_RETURN(auto info, Info(table));
   Tensor w = Tensor::Empty(info.weight_dtype, {info.num_rows, info.dim});
   SR_RETURN_IF_ERROR(RowsCall(table, AllRows(table), &w, nullptr, RowsOp::kRead));
   return w;
@@ -122,7 +218,7 @@ Status EmbeddingTables::WriteWeights(int32_t table, const Tensor& weights) const
 }
 
 Status EmbeddingTables::WriteRowWeights(int32_t table, std::span<const int64_t> rows, const Tensor& weights) const {
-  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  SR_ASSIGN_OR_RETURN(auto info, Info(table));
   const std::string what = "weights of table '" + configs_[static_cast<size_t>(table)].name + "'";
   SR_RETURN_IF_ERROR(ExpectTensor(weights, what, info.weight_dtype, 2));
   if (weights.size(0) != static_cast<int64_t>(rows.size()) || weights.size(1) != info.dim) {
@@ -145,7 +241,7 @@ Status ExpectRowsTensor(const Tensor& t, const std::string& what, DLDataType dty
 
 Status EmbeddingTables::SomeRows(int32_t table, std::span<const int64_t> rows, const Tensor* weights,
                                  const Tensor* state, RowsOp op) const {
-  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  SR_ASSIGN_OR_RETURN(auto info, Info(table));
   const std::string& name = configs_[static_cast<size_t>(table)].name;
   if (weights) SR_RETURN_IF_ERROR(ExpectRowsTensor(*weights, "weights of table '" + name + "'", info.weight_dtype, rows.size(), info.dim));
   if (state && info.state_dim == 0) state = nullptr;  // an optimizer without state: nothing to move
@@ -164,14 +260,14 @@ Status EmbeddingTables::WriteRows(int32_t table, std::span<const int64_t> rows, 
 }
 
 StatusOr<Tensor> EmbeddingTables::ReadState(int32_t table) const {
-  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  SR_ASSIGN_OR_RETURN(auto info, Info(table));
   Tensor s = Tensor::Empty(dtype::kFloat32, {info.num_rows, info.state_dim});
   if (info.state_dim > 0) SR_RETURN_IF_ERROR(RowsCall(table, AllRows(table), nullptr, &s, RowsOp::kRead));
   return s;
 }
 
 Status EmbeddingTables::WriteState(int32_t table, const Tensor& state) const {
-  SR_ASSIGN_OR_RETURN(auto info, kernel_.TableInfo(table));
+  SR_ASSIGN_OR_RETURN(auto info, Info(table));
   const std::string what = "optimizer state of table '" + configs_[static_cast<size_t>(table)].name + "'";
   SR_RETURN_IF_ERROR(ExpectTensor(state, what, dtype::kFloat32, 2));
   if (state.size(0) != info.num_rows || state.size(1) != info.state_dim) {
@@ -270,10 +366,59 @@ struct LookupViews {
 };
 }  // namespace
 
+StatusOr<std::optional<KeyedJaggedTensor>> EmbeddingTables::ToSlots(const KeyedJaggedTensor& features,
+                                                                    bool forward) const {
+  if (!caches_) return std::optional<KeyedJaggedTensor>();
+  Caches& c = *caches_;
+  if (!forward && c.last_slots && features.values() == c.last_ids && features.keys() == c.last_slots->keys() &&
+      features.lengths() == c.last_slots->lengths()) {
+    return c.last_slots;  // the batch of the last forward: its slots still hold its rows
+  }
+  c.last_slots.reset();
+  std::vector<int64_t> values = features.values();
+  const auto offsets = features.offset_per_key();
+  for (size_t t = 0; t < c.tables.size(); ++t) {
+    if (!c.tables[t]) continue;
+    const EmbeddingTableConfig& config = configs_[t];
+    // The table's ids, from all its features: one batch for its cache.
+    std::vector<size_t> at;
+    std::vector<int64_t> ids;
+    for (size_t f = 0; f < features_.size(); ++f) {
+      if (static_cast<size_t>(features_[f].table) != t) continue;
+      for (auto i = static_cast<size_t>(offsets[f]); i < static_cast<size_t>(offsets[f + 1]); ++i) {
+        const int64_t v = values[i];
+        if (v >= 0 && v < config.num_embeddings) {
+          at.push_back(i);
+          ids.push_back(v);
+        } else if (options_.bounds_check == SR_BOUNDS_CHECK_FATAL) {
+          return Status(SR_OUT_OF_RANGE, fmt::format("table '{}': id {} of feature '{}' is outside its {} rows",
+                                                     config.name, v, features_[f].name, config.num_embeddings));
+        } else {
+          values[i] = -1;  // the kernel drops it (or warns) by its bounds-check mode, as it would the id
+        }
+      }
+    }
+    if (forward) {
+      SR_RETURN_IF_ERROR(c.tables[t]->Assign(ids, KernelSlots(*this, static_cast<int32_t>(t))));
+    } else {
+      SR_RETURN_IF_ERROR(c.tables[t]->Find(ids));
+    }
+    for (size_t k = 0; k < at.size(); ++k) values[at[k]] = ids[k];
+  }
+  KeyedJaggedTensor slots = features;
+  SR_RETURN_IF_ERROR(slots.ReplaceValues(std::move(values)));
+  if (forward) {
+    c.last_ids = features.values();
+    c.last_slots = slots;
+  }
+  return std::optional<KeyedJaggedTensor>(std::move(slots));
+}
+
 Status EmbeddingTables::Forward(const KeyedJaggedTensor& features, const std::vector<int64_t>& rows,
                                 const std::vector<int64_t>& columns, Tensor& output, int64_t* invalid) const {
   SR_ASSIGN_OR_RETURN(auto b, PrepareLookup(features, rows, columns));
-  LookupViews views(features, b.weights);
+  SR_ASSIGN_OR_RETURN(auto slots, ToSlots(features, /*forward=*/true));
+  LookupViews views(slots ? *slots : features, b.weights);
   sr_kernel_lookup_args lookup = views.Args(b, rows, columns, options_.bounds_check);
   lookup.num_invalid_ids = invalid;
   sr_kernel_forward_args args{};
@@ -290,7 +435,8 @@ Status EmbeddingTables::Backward(const KeyedJaggedTensor& features, const std::v
     return UnimplementedError("kernel '" + kernel_name_ + "' is inference-only (no backward)");
   }
   SR_ASSIGN_OR_RETURN(auto b, PrepareLookup(features, rows, columns));
-  LookupViews views(features, b.weights);
+  SR_ASSIGN_OR_RETURN(auto slots, ToSlots(features, /*forward=*/false));
+  LookupViews views(slots ? *slots : features, b.weights);
   sr_kernel_lookup_args lookup = views.Args(b, rows, columns, options_.bounds_check);
   sr_kernel_backward_args args{};
   args.struct_size = SR_STRUCT_SIZE(sr_kernel_backward_args, learning_rate);
@@ -298,7 +444,22 @@ Status EmbeddingTables::Backward(const KeyedJaggedTensor& features, const std::v
   args.grad_output = &grad.dl();
   args.iteration = iteration;
   args.learning_rate = learning_rate;
-  return kernel_.Backward(args);
+  SR_RETURN_IF_ERROR(kernel_.Backward(args));
+  if (!slots) return Status::Ok();
+  // The rows the optimizer changed go back to the file when they leave.
+  const auto offsets = slots->offset_per_key();
+  for (size_t t = 0; t < caches_->tables.size(); ++t) {
+    if (!caches_->tables[t]) continue;
+    std::vector<int64_t> changed;
+    for (size_t f = 0; f < features_.size(); ++f) {
+      if (static_cast<size_t>(features_[f].table) != t) continue;
+      for (auto i = static_cast<size_t>(offsets[f]); i < static_cast<size_t>(offsets[f + 1]); ++i) {
+        if (slots->values()[i] >= 0) changed.push_back(slots->values()[i]);
+      }
+    }
+    caches_->tables[t]->MarkDirty(changed);
+  }
+  return Status::Ok();
 }
 
 Status EmbeddingTables::IdWeightGradient(const KeyedJaggedTensor& features, const std::vector<int64_t>& rows,

@@ -29,23 +29,32 @@ StatusOr<RankTables> RankTables::Create(const PluginRegistry& registry, std::vec
   for (const auto& kernel : kernels) {
     std::vector<EmbeddingTableConfig> configs;
     std::vector<TableOrigin> origins;
+    std::vector<std::optional<TableCacheSpec>> caches;
+    bool any_cached = false;
     std::vector<size_t> keys;
     for (size_t p : by_kernel[kernel]) {
       st.where_[p] = {st.groups_.size(), static_cast<int32_t>(configs.size())};
       configs.push_back(st.pieces_[p].config);
       origins.push_back(st.pieces_[p].origin);
+      caches.push_back(st.pieces_[p].cache);
+      if (caches.back()) {
+        any_cached = true;
+        caches.back()->global_rows = st.pieces_[p].global_rows;  // its rows are drawn there
+      }
       for (size_t k = 0; k < st.pieces_[p].config.feature_names.size(); ++k) keys.push_back(first_key[p] + k);
     }
     EmbeddingModuleOptions options = base;
     options.kernel = kernel;
     if (kernel != base.kernel) options.kernel_options = {};
-    SR_ASSIGN_OR_RETURN(auto tables, EmbeddingTables::Create(registry, std::move(configs), options, origins));
+    if (!any_cached) caches.clear();
+    SR_ASSIGN_OR_RETURN(auto tables,
+                        EmbeddingTables::Create(registry, std::move(configs), options, origins, std::move(caches)));
     st.groups_.push_back({std::move(tables), std::move(keys)});
   }
   // Pieces whose rows a sharder chose: draw their initial weights at the
-  // global rows they stand for.
+  // global rows they stand for (a cached piece's cache draws them there).
   for (size_t p = 0; p < st.pieces_.size(); ++p) {
-    if (st.pieces_[p].global_rows.empty()) continue;
+    if (st.pieces_[p].global_rows.empty() || st.pieces_[p].cache) continue;
     std::vector<int64_t> all(static_cast<size_t>(st.pieces_[p].config.num_embeddings));
     std::iota(all.begin(), all.end(), int64_t{0});
     SR_RETURN_IF_ERROR(st.WriteInitialWeights(p, all, base.init_seed));
@@ -60,6 +69,20 @@ StatusOr<int64_t> RankTables::Bytes() const {
     bytes += info.bytes;
   }
   return bytes;
+}
+
+const TableCache* RankTables::cache(size_t p) const {
+  return groups_[where_[p].group].tables.cache(where_[p].table);
+}
+
+Status RankTables::Flush() const {
+  for (const Group& g : groups_) SR_RETURN_IF_ERROR(g.tables.Flush());
+  return Status::Ok();
+}
+
+Status RankTables::Purge() const {
+  for (const Group& g : groups_) SR_RETURN_IF_ERROR(g.tables.Purge());
+  return Status::Ok();
 }
 
 template <class Call>
@@ -149,7 +172,8 @@ Status RankTables::ResetRows(size_t p, std::span<const int64_t> local_rows) cons
   SR_RETURN_IF_ERROR(tables.ResetRows(where_[p].table, local_rows));
   // The kernel re-draws a row at its place in the piece (origin + local
   // row); a piece whose rows a sharder chose stands for other global rows.
-  if (pieces_[p].global_rows.empty() || local_rows.empty()) return Status::Ok();
+  // A cached piece's cache draws at the global rows already.
+  if (pieces_[p].global_rows.empty() || pieces_[p].cache || local_rows.empty()) return Status::Ok();
   return WriteInitialWeights(p, local_rows, tables.options().init_seed);
 }
 

@@ -12,6 +12,7 @@
 
 #include "shardrec/core/dist/kjt_all_to_all.h"
 #include "shardrec/core/dist/shard_input_dist.h"
+#include "shardrec/core/io/names.h"
 #include "shardrec/core/tensor/dtype_convert.h"
 #include "shardrec/sdk/optimizer.hpp"
 
@@ -19,12 +20,13 @@ namespace shardrec {
 
 namespace {
 std::string KernelOf(const ShardedTable& t, const EmbeddingModuleOptions& options) {
-  return t.sharding.compute_kernel.empty() ? options.kernel : t.sharding.compute_kernel;
+  const std::string& k = t.sharding.compute_kernel;
+  return k.empty() || k == kFusedKernel || IsCachedKernel(k) ? options.kernel : k;
 }
 
 // This rank's shards of every sharded table, in layout slot order.
-std::vector<TablePiece> ShardPieces(const ShardLayout& layout, int rank, const EmbeddingModuleOptions& options,
-                                    bool pooled) {
+StatusOr<std::vector<TablePiece>> ShardPieces(const ShardLayout& layout, int rank,
+                                              const EmbeddingModuleOptions& options, bool pooled) {
   std::vector<TablePiece> pieces;
   const auto& tables = layout.plan().tables;
   for (size_t t = 0; t < tables.size(); ++t) {
@@ -52,6 +54,17 @@ std::vector<TablePiece> ShardPieces(const ShardLayout& layout, int rank, const E
         p.origin = {shard.row_offset, shard.col_offset};
       }
       p.kernel = KernelOf(table, options);
+      if (IsCachedKernel(table.sharding.compute_kernel)) {
+        if (options.cache_dir.empty()) {
+          return InvalidArgumentError("table '" + table.config.name + "' is cached (fused_ssd_caching) but no cache "
+                                      "directory was given for its row file (--cache-dir)");
+        }
+        if (!table.sharding.cache_params || !(table.sharding.cache_params->load_factor > 0)) {
+          return InternalError("table '" + table.config.name + "': the plan gives its cache no load factor");
+        }
+        SR_ASSIGN_OR_RETURN(auto file, PathUnder(options.cache_dir, "table", p.config.name, ".rows"));
+        p.cache = TableCacheSpec{*table.sharding.cache_params, std::move(file), {}};
+      }
       pieces.push_back(std::move(p));
     }
   }
@@ -98,13 +111,18 @@ StatusOr<ShardedTables> ShardedTables::Create(const PluginRegistry& registry, co
   // A GPU kernel of this rank runs on the rank's GPU unless one was named.
   EmbeddingModuleOptions rank_options = options;
   if (rank_options.device < 0) rank_options.device = device::DeviceForRank(group.rank());
-  SR_ASSIGN_OR_RETURN(RankTables shards, RankTables::Create(registry, ShardPieces(layout, group.rank(), options, pooled),
-                                                            rank_options));
+  SR_ASSIGN_OR_RETURN(auto pieces, ShardPieces(layout, group.rank(), options, pooled));
+  SR_ASSIGN_OR_RETURN(RankTables shards, RankTables::Create(registry, std::move(pieces), rank_options));
   SR_ASSIGN_OR_RETURN(RankTables replicas,
                       RankTables::Create(registry, ReplicaPieces(layout, options, pooled), rank_options));
   bool with_weights = false;
   for (const auto& t : plan.tables) with_weights |= pooled && t.config.is_weighted && !t.placement.replicated;
   return ShardedTables(std::move(layout), group, std::move(shards), std::move(replicas), options, with_weights);
+}
+
+Status ShardedTables::Flush() const {
+  SR_RETURN_IF_ERROR(shards_.Flush());
+  return replicas_.Flush();
 }
 
 StatusOr<DistributedInput> ShardedTables::DistributeInput(const KeyedJaggedTensor& input, const ProcessGroup* via,

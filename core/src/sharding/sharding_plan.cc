@@ -2,6 +2,7 @@
 #include "shardrec/core/sharding/sharding_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <numeric>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardrec/core/tensor/tensor.h"
+#include "shardrec/core/text/byte_size.h"
 #include "shardrec/core/text/counted.h"
 #include "../io/json_number.h"
 
@@ -68,6 +70,15 @@ StatusOr<ParameterSharding> ParseSharding(const json& j, const std::string& wher
       for (const auto& [k, v] : value.items()) {
         p.sharder_options.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
       }
+    } else if (key == "cache_params" && value.is_object()) {
+      CacheParams c;
+      for (const auto& [k, v] : value.items()) {
+        if (!v.is_string() && !v.is_number() && !v.is_boolean()) {
+          return InvalidArgumentError(where + ": \"cache_params\": \"" + k + "\" must be a string, number or boolean");
+        }
+        SR_RETURN_IF_ERROR(SetCacheParam(c, k, v.is_string() ? v.get<std::string>() : v.dump(), where + ": \"cache_params\""));
+      }
+      p.cache_params = std::move(c);
     } else if (key == "shards" && value.is_array()) {
       std::vector<sr_shard> shards;
       size_t i = 0;
@@ -78,7 +89,7 @@ StatusOr<ParameterSharding> ParseSharding(const json& j, const std::string& wher
       p.shards = std::move(shards);
     } else {
       return InvalidArgumentError(where + ": unknown or mistyped key '" + key +
-                                  "' (sharding_type, compute_kernel, ranks, sharder_options, shards)");
+                                  "' (sharding_type, compute_kernel, cache_params, ranks, sharder_options, shards)");
     }
   }
   if (p.sharding_type.empty()) return InvalidArgumentError(where + ": \"sharding_type\" is missing");
@@ -94,6 +105,152 @@ int64_t RowBytes(const EmbeddingTableConfig& t) {
 int64_t ShardBytes(const sr_shard& s, const EmbeddingTableConfig& t, int64_t elem_bytes, int64_t state_per_row) {
   const double share = static_cast<double>(s.num_cols) / static_cast<double>(t.embedding_dim);
   return s.num_rows * (s.num_cols * elem_bytes + static_cast<int64_t>(share * static_cast<double>(state_per_row)));
+}
+
+// Rows a cached shard keeps in RAM at load factor `lf`: its share, whole
+// sets of the directory, and the overflow slots (cache_directory.h).
+int64_t CachedSlots(int64_t rows, const CacheParams& c, double lf) {
+  const auto share = static_cast<int64_t>(std::ceil(lf * static_cast<double>(rows)));
+  return std::min(rows, share) + c.ways + (c.overflow > 0 ? c.overflow : 2 * c.ways);
+}
+
+// A shard's bytes in RAM: all of it, or a cached table's cache of it.
+int64_t ShardRamBytes(const sr_shard& s, const EmbeddingTableConfig& t, const ParameterSharding& p, int64_t elem,
+                      int64_t state_per_row) {
+  const int64_t full = ShardBytes(s, t, elem, state_per_row);
+  if (!IsCachedKernel(p.compute_kernel) || !p.cache_params || !(p.cache_params->load_factor > 0) || s.num_rows == 0) {
+    return full;
+  }
+  return CacheBytes(CachedSlots(s.num_rows, *p.cache_params, p.cache_params->load_factor), full / s.num_rows);
+}
+
+// Per rank, the RAM bytes of every table as the plan has it now.
+std::vector<int64_t> RankRamBytes(const ShardingPlan& plan, const PlanRequest& req) {
+  std::vector<int64_t> bytes(static_cast<size_t>(plan.world_size), 0);
+  for (const ShardedTable& t : plan.tables) {
+    const int64_t elem = static_cast<int64_t>(DTypeSize(ToDLDataType(t.config.data_type)));
+    const int64_t state = req.state_bytes_per_row ? req.state_bytes_per_row(t.config) : 0;
+    for (const sr_shard& s : t.placement.shards) bytes[static_cast<size_t>(s.rank)] += ShardRamBytes(s, t.config, t.sharding, elem, state);
+  }
+  return bytes;
+}
+
+// The budget's rule (PlanRequest::memory_budget_per_rank): cache the
+// largest tables on ranks over budget until the load factor that fits is
+// at least kWantedLoadFactor (or no table is left to cache), then give
+// every table cached this way that load factor.
+Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const PlanRequest& req) {
+  constexpr double kWantedLoadFactor = 0.05;
+  const int64_t budget = req.memory_budget_per_rank;
+  const auto world = static_cast<size_t>(plan.world_size);
+  const size_t n = plan.tables.size();
+  // Per table and rank: bytes held whole, rows, and the slots a cache of
+  // it holds whatever its load factor (whole sets, overflow, rounding).
+  std::vector<std::vector<int64_t>> full(n, std::vector<int64_t>(world, 0)), rows(n, std::vector<int64_t>(world, 0)),
+      fixed_slots_bytes(n, std::vector<int64_t>(world, 0));
+  std::vector<int64_t> total(n, 0);
+  auto measure = [&](size_t t) {
+    const ShardedTable& table = plan.tables[t];
+    const int64_t elem = static_cast<int64_t>(DTypeSize(ToDLDataType(table.config.data_type)));
+    const int64_t state = req.state_bytes_per_row ? req.state_bytes_per_row(table.config) : 0;
+    const CacheParams& c = table.sharding.cache_params ? *table.sharding.cache_params : req.cache_defaults;
+    std::fill(full[t].begin(), full[t].end(), 0);
+    std::fill(rows[t].begin(), rows[t].end(), 0);
+    std::fill(fixed_slots_bytes[t].begin(), fixed_slots_bytes[t].end(), 0);
+    total[t] = 0;
+    for (const sr_shard& s : table.placement.shards) {
+      const auto r = static_cast<size_t>(s.rank);
+      const int64_t bytes = ShardBytes(s, table.config, elem, state);
+      full[t][r] += bytes;
+      rows[t][r] += s.num_rows;
+      total[t] += bytes;
+      if (s.num_rows > 0) fixed_slots_bytes[t][r] += CacheBytes(CachedSlots(s.num_rows, c, 0) + 1, bytes / s.num_rows);
+    }
+  };
+  for (size_t t = 0; t < n; ++t) measure(t);
+  // Tables whose load factor is the budget's to choose: cached without
+  // one, and those this rule caches.
+  std::vector<bool> derived(n, false);
+  for (size_t t = 0; t < n; ++t) {
+    const auto& p = plan.tables[t].sharding;
+    derived[t] = IsCachedKernel(p.compute_kernel) && !(p.cache_params->load_factor > 0);
+  }
+  const int64_t reserved = req.cache_defaults.reserved_memory;
+  // The largest load factor every rank fits (negative: a rank does not
+  // fit even with none of its derived tables' rows cached), and the rank
+  // that sets it.
+  size_t binding = 0;
+  auto fitting_load_factor = [&]() {
+    double lf = 1.0;
+    binding = 0;
+    std::vector<int64_t> fixed = RankRamBytes(plan, req);
+    for (size_t r = 0; r < world; ++r) {
+      int64_t scaled = 0;
+      for (size_t t = 0; t < n; ++t) {
+        if (!derived[t]) continue;
+        fixed[r] += fixed_slots_bytes[t][r] - full[t][r];  // counted whole so far
+        // Rows plus the directory's bookkeeping, per cached row.
+        scaled += full[t][r] + rows[t][r] * kCacheDirectoryBytesPerSlot;
+      }
+      const double room = static_cast<double>(budget - reserved - fixed[r]);
+      const double rank_lf = room < 0 ? -1.0 - static_cast<double>(-room) / static_cast<double>(budget)
+                                      : scaled > 0 ? room / static_cast<double>(scaled) : 1.0;
+      if (rank_lf < lf) {
+        lf = rank_lf;
+        binding = r;
+      }
+    }
+    return lf;
+  };
+  double lf = fitting_load_factor();
+  while (lf < kWantedLoadFactor) {
+    // The largest table not cached yet on the rank that sets the load factor.
+    size_t pick = n;
+    for (size_t t = 0; t < n; ++t) {
+      const ShardedTable& table = plan.tables[t];
+      if (derived[t] || IsCachedKernel(table.sharding.compute_kernel) || table.placement.replicated) continue;
+      if (full[t][binding] > 0 && (pick == n || total[t] > total[pick])) pick = t;
+    }
+    if (pick == n) break;
+    ParameterSharding& p = plan.tables[pick].sharding;
+    p.compute_kernel = kSsdCachingKernel;
+    p.cache_params = req.cache_defaults;
+    p.cache_params->load_factor = 0;
+    SR_RETURN_IF_ERROR(ValidateCacheParams(*p.cache_params, plan.tables[pick].config).WithContext("plan"));
+    SR_RETURN_IF_ERROR(registry.Find(SR_KIND_EVICTION, p.cache_params->algorithm).status().WithContext("plan: cache"));
+    derived[pick] = true;
+    measure(pick);
+    lf = fitting_load_factor();
+  }
+  if (!(lf > 0)) {
+    return Status(SR_RESOURCE_EXHAUSTED,
+                  fmt::format("plan: the tables do not fit a memory budget of {} per rank{}, even with every sharded "
+                              "table cached: what stays in memory (data-parallel tables, caches with a load factor "
+                              "of their own) takes it all",
+                              FormatByteSize(budget), reserved > 0 ? " less " + FormatByteSize(reserved) + " reserved" : ""));
+  }
+  // Four significant digits, rounded down: plans written out stay readable.
+  const double scale = std::pow(10.0, 3 - std::floor(std::log10(lf)));
+  lf = std::floor(lf * scale) / scale;
+  for (size_t t = 0; t < n; ++t) {
+    if (derived[t]) plan.tables[t].sharding.cache_params->load_factor = lf;
+  }
+  return Status::Ok();
+}
+
+// The fields that differ from the defaults, as ParseSharding reads them.
+json CacheParamsJson(const CacheParams& c) {
+  const CacheParams d;
+  json j = {{"algorithm", c.algorithm}};
+  for (const auto& [k, v] : c.algorithm_options.items()) j["algorithm." + k] = v;
+  if (c.load_factor > 0) j["load_factor"] = c.load_factor;
+  if (c.reserved_memory != d.reserved_memory) j["reserved_memory"] = c.reserved_memory;
+  if (!c.precision.empty()) j["precision"] = c.precision;
+  if (c.prefetch_pipeline) j["prefetch_pipeline"] = true;
+  if (c.ways != d.ways) j["ways"] = c.ways;
+  if (c.overflow != d.overflow) j["overflow"] = c.overflow;
+  if (c.io_threads != d.io_threads) j["io_threads"] = c.io_threads;
+  return j;
 }
 
 // The per-call options that give the sharder the plan's ranks.
@@ -223,9 +380,29 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
     } else {
       p.sharding_type = req.sharder.empty() ? "table_wise" : req.sharder;
     }
-    if (p.compute_kernel.empty()) p.compute_kernel = req.default_kernel;
-    if (kernels.insert(p.compute_kernel).second) {
-      SR_RETURN_IF_ERROR(registry.Find(SR_KIND_KERNEL, p.compute_kernel).status().WithContext("plan: " + who));
+    if (p.compute_kernel.empty() || p.compute_kernel == kFusedKernel) p.compute_kernel = req.default_kernel;
+    const bool cached = IsCachedKernel(p.compute_kernel);
+    if (cached) {
+      if (!p.cache_params) p.cache_params = req.cache_defaults;
+      SR_RETURN_IF_ERROR(ValidateCacheParams(*p.cache_params, t).WithContext("plan"));
+      if (p.sharding_type == "data_parallel") {
+        return InvalidArgumentError("plan: " + who + ": data_parallel keeps the whole table on every rank; a cached "
+                                    "table (fused_ssd_caching) must be sharded");
+      }
+      SR_RETURN_IF_ERROR(registry.Find(SR_KIND_EVICTION, p.cache_params->algorithm)
+                             .status()
+                             .WithContext("plan: " + who + ": cache_params algorithm"));
+      if (!(p.cache_params->load_factor > 0) && req.memory_budget_per_rank <= 0) {
+        return InvalidArgumentError("plan: " + who + ": fused_ssd_caching without a load_factor needs a memory budget "
+                                    "to derive it from (--memory-budget)");
+      }
+    } else if (p.cache_params) {
+      return InvalidArgumentError("plan: " + who + ": cache_params are for compute_kernel \"" + kSsdCachingKernel +
+                                  "\", not \"" + p.compute_kernel + "\"");
+    }
+    const std::string& kernel = cached ? req.default_kernel : p.compute_kernel;
+    if (kernels.insert(kernel).second) {
+      SR_RETURN_IF_ERROR(registry.Find(SR_KIND_KERNEL, kernel).status().WithContext("plan: " + who));
     }
     // Unplaced ranks: the least-loaded rank (or host) takes the table.
     const auto least = std::min_element(plan.bytes_per_rank.begin(), plan.bytes_per_rank.end());
@@ -259,13 +436,13 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
     const int64_t elem = static_cast<int64_t>(DTypeSize(desc.weight_dtype));
     for (const sr_shard& s : placement.shards) {
       // Each table is bounded (kMaxTableElements); a rank's sum is checked.
-      if (__builtin_add_overflow(plan.bytes_per_rank[s.rank], ShardBytes(s, t, elem, desc.state_bytes_per_row),
+      if (__builtin_add_overflow(plan.bytes_per_rank[s.rank], ShardRamBytes(s, t, p, elem, desc.state_bytes_per_row),
                                  &plan.bytes_per_rank[s.rank])) {
         return Status(SR_RESOURCE_EXHAUSTED, fmt::format("plan: {}: rank {} would hold more than 2^63 bytes", who,
                                                          s.rank));
       }
     }
-    if (!req.memory_bytes_per_rank.empty()) {
+    if (!req.memory_bytes_per_rank.empty() && req.memory_budget_per_rank <= 0) {
       for (int r = 0; r < world; ++r) {  // in rank order, so the first rank over budget is named
         if (plan.bytes_per_rank[r] > req.memory_bytes_per_rank[r]) {
           return Status(SR_RESOURCE_EXHAUSTED,
@@ -278,6 +455,18 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
       for (const sr_shard& s : placement.shards) p.ranks.push_back(s.rank);
     }
     plan.tables[i] = ShardedTable{t, std::move(p), std::move(placement)};
+  }
+  if (req.memory_budget_per_rank > 0) {
+    SR_RETURN_IF_ERROR(FitToBudget(registry, plan, req));
+    plan.bytes_per_rank = RankRamBytes(plan, req);
+    for (int r = 0; r < world; ++r) {
+      if (plan.bytes_per_rank[static_cast<size_t>(r)] > req.memory_budget_per_rank) {
+        return Status(SR_RESOURCE_EXHAUSTED,
+                      fmt::format("plan: rank {} would hold {} in memory, over its budget of {}, with every sharded "
+                                  "table it holds cached", r, FormatByteSize(plan.bytes_per_rank[static_cast<size_t>(r)]),
+                                  FormatByteSize(req.memory_budget_per_rank)));
+      }
+    }
   }
   return plan;
 }
@@ -303,6 +492,11 @@ std::string FormatPlan(const ShardingPlan& plan) {
     out += fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}\n", t.config.name, name_w, t.sharding.sharding_type, type_w,
                        t.sharding.compute_kernel, kernel_w, shards);
   }
+  for (const ShardedTable& t : plan.tables) {
+    if (!IsCachedKernel(t.sharding.compute_kernel) || !t.sharding.cache_params) continue;
+    out += fmt::format("  cached {}: {} (rows on file, {:.3g}% of them in RAM)\n", t.config.name,
+                       CacheParamsToString(*t.sharding.cache_params), 100 * t.sharding.cache_params->load_factor);
+  }
   out += "  bytes per rank:";
   for (size_t r = 0; r < plan.bytes_per_rank.size(); ++r) out += fmt::format(" [{}] {}", r, plan.bytes_per_rank[r]);
   out += "\n";
@@ -321,6 +515,7 @@ std::string PlanToJson(const ShardingPlan& plan) {
                                   {"compute_kernel", t.sharding.compute_kernel},
                                   {"ranks", t.sharding.ranks},
                                   {"shards", shards}};
+    if (t.sharding.cache_params) doc["plan"][t.config.name]["cache_params"] = CacheParamsJson(*t.sharding.cache_params);
   }
   if (!plan.qcomm.empty()) doc["qcomm_codecs"] = QCommToJson(plan.qcomm);
   return doc.dump(2);

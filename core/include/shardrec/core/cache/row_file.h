@@ -16,6 +16,8 @@
 // Layout (little-endian): a 4 KiB header (magic, version, state, rows,
 // row_bytes, the spec's description hash, the offsets, an XXH3 of the
 // header), the written-rows bitmap padded to 4 KiB, then the rows.
+// A file is locked (flock) while open: a second RowFile on it, in this
+// process or another, is refused.
 // Not thread-safe: one caller at a time (its reads and writes use the pool).
 #pragma once
 
@@ -50,6 +52,11 @@ class RowFile {
  public:
   // A new file; refused when `path` exists (nothing is overwritten).
   static StatusOr<RowFile> Create(const std::filesystem::path& path, const RowFileSpec& spec);
+  // A new file that lives as long as this object: the rows of a cached
+  // table inside a module, whose trusted copy is a checkpoint. An earlier
+  // run's row file at `path`, no longer in use, is replaced; anything else
+  // there is refused.
+  static StatusOr<RowFile> CreateScratch(const std::filesystem::path& path, const RowFileSpec& spec);
   // A file made with the same rows, row size and description, closed by
   // Sync(). Refused, naming the file and what differs, otherwise.
   static StatusOr<RowFile> Open(const std::filesystem::path& path, const RowFileSpec& spec);
@@ -69,6 +76,8 @@ class RowFile {
   Status Read(std::span<const int64_t> rows, std::byte* out) const;
   // in: as Read's out. Rows may repeat: the last copy wins.
   Status Write(std::span<const int64_t> rows, const std::byte* in);
+  // Rows read as never written again (a reset row is drawn anew).
+  Status Forget(std::span<const int64_t> rows);
   // Makes every row and the bitmap durable, then marks the file clean.
   Status Sync();
 

@@ -3,15 +3,22 @@
 // unsharded EmbeddingBagCollection and EmbeddingCollection are thin layers
 // over it; sharded modules will hold one per rank. Whatever kernel plugin is
 // named (`cpu`, `cuda`, a third party's) does the arithmetic.
+// A table may be cached (TableCache, docs/cache.md): larger than memory,
+// its rows on a file and a RAM cache of them in the kernel; every call
+// below works on it as on any other table.
 // Thread-safety: calls on one object must not overlap (the kernel's
 // contract); distinct objects are independent.
 #pragma once
 
+#include <filesystem>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "shardrec/abi/kernel.h"
+#include "shardrec/core/cache/table_cache.h"
 #include "shardrec/core/modules/embedding_config.h"
 #include "shardrec/core/modules/optimizer_spec.h"
 #include "shardrec/core/plugin_objects.h"
@@ -32,6 +39,10 @@ struct EmbeddingModuleOptions {
   // staged to it by core (plugin_objects.h). -1: automatic, which is GPU 0
   // for an unsharded module and rank mod GPUs for a sharded one.
   int device = -1;
+  // Where the row files of tables a plan caches (compute_kernel
+  // fused_ssd_caching) go: one scratch file per table piece, named
+  // TABLE@SHARD.rows (docs/cache.md). Empty: such a plan is refused.
+  std::filesystem::path cache_dir;
 };
 
 // "fatal" | "warning" | "ignore" | "none" -> SR_BOUNDS_CHECK_*.
@@ -47,18 +58,33 @@ struct TableOrigin {
 
 class EmbeddingTables {
  public:
-  // origins: one per table (empty: every table is whole).
+  // origins: one per table (empty: every table is whole). caches: one per
+  // table, set for those kept larger than memory (empty: none).
   static StatusOr<EmbeddingTables> Create(const PluginRegistry& registry,
                                           std::vector<EmbeddingTableConfig> tables,
                                           const EmbeddingModuleOptions& options,
-                                          const std::vector<TableOrigin>& origins = {});
+                                          const std::vector<TableOrigin>& origins = {},
+                                          std::vector<std::optional<TableCacheSpec>> caches = {});
+  EmbeddingTables(EmbeddingTables&&) noexcept;
+  EmbeddingTables& operator=(EmbeddingTables&&) noexcept;
+  ~EmbeddingTables();
 
   const std::vector<EmbeddingTableConfig>& configs() const { return configs_; }
   const EmbeddingModuleOptions& options() const { return options_; }
   const std::string& kernel_name() const { return kernel_name_; }
   // Index of a table by name, or NOT_FOUND listing the names.
   StatusOr<int32_t> TableIndex(const std::string& name) const;
-  StatusOr<sr_kernel_table_info> Info(int32_t table) const { return kernel_.TableInfo(table); }
+  // The kernel's view; a cached table's num_rows is the whole table's, its
+  // bytes those of its cache's slots in the kernel.
+  StatusOr<sr_kernel_table_info> Info(int32_t table) const;
+
+  // The cache of a cached table, else null.
+  const TableCache* cache(int32_t table) const;
+  bool any_cached() const;
+  // Every cached table's flush() (changed rows on their files, durable) or
+  // purge() (flush, then an empty cache). No-ops without cached tables.
+  Status Flush() const;
+  Status Purge() const;
 
   // Whole tables: weights [rows, dim] in the table's dtype; optimizer
   // state float32 [rows, state_dim]. Writes validate shape and dtype.
@@ -108,9 +134,14 @@ class EmbeddingTables {
  private:
   EmbeddingTables(Kernel kernel, std::vector<EmbeddingTableConfig> configs, EmbeddingModuleOptions options,
                   std::string kernel_name);
+  struct KernelSlots;  // a cached table's kernel table as its cache's CacheSlots
+  struct Caches;       // the cached tables, and the last forward's slots
   enum class RowsOp { kRead, kWrite, kReset };
-  // One read_rows / write_rows / reset_rows call of the kernel on `rows`.
+  // Row I/O on `rows`: a cached table's cache, else KernelRows.
   Status RowsCall(int32_t table, std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
+                  RowsOp op) const;
+  // One read_rows / write_rows / reset_rows call of the kernel on `rows`.
+  Status KernelRows(int32_t table, std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
                   RowsOp op) const;
   // ReadRows / WriteRows: shapes checked, then one RowsCall.
   Status SomeRows(int32_t table, std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
@@ -124,12 +155,17 @@ class EmbeddingTables {
   };
   StatusOr<LookupBuffers> PrepareLookup(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows,
                                         const std::vector<int64_t>& columns) const;
+  // `features` with the cached tables' ids turned into slots: for a
+  // forward, made resident first (assign); for a backward, the slots its
+  // forward gave. Null when no table is cached (look up `features`).
+  StatusOr<std::optional<KeyedJaggedTensor>> ToSlots(const KeyedJaggedTensor& features, bool forward) const;
 
   Kernel kernel_;
   std::vector<EmbeddingTableConfig> configs_;
   EmbeddingModuleOptions options_;
   std::string kernel_name_;
   std::vector<Feature> features_;
+  std::unique_ptr<Caches> caches_;  // null: no table is cached
 };
 
 }  // namespace shardrec

@@ -19,6 +19,9 @@ struct TablePiece {
   // global_rows[i] (initial weights are drawn there).
   std::vector<int64_t> global_rows;
   std::string kernel;
+  // Set when the plan caches the table (fused_ssd_caching): the piece's
+  // rows live on this file, a share of them in RAM (table_cache.h).
+  std::optional<TableCacheSpec> cache;
 };
 
 class RankTables {
@@ -32,8 +35,13 @@ class RankTables {
   const TablePiece& piece(size_t p) const { return pieces_[p]; }
   // Every piece's features in piece order: the keys Forward expects.
   const std::vector<std::string>& keys() const { return keys_; }
-  // Device bytes of weights and optimizer state.
+  // Device bytes of weights and optimizer state (a cached piece's cache).
   StatusOr<int64_t> Bytes() const;
+  // A cached piece's cache, else null.
+  const TableCache* cache(size_t piece) const;
+  // Every cached piece's flush() / purge() (EmbeddingTables::Flush).
+  Status Flush() const;
+  Status Purge() const;
 
   // `kjt` has keys() in order; rows/cols per key place the results (see
   // EmbeddingTables::Forward).

@@ -104,6 +104,9 @@ class ShardedTables {
   Status ResetRows(const std::string& name, std::span<const int64_t> rows) const;
   // Device bytes this rank holds (weights and optimizer state).
   StatusOr<int64_t> BytesOnRank() const;
+  // Local: every cached table's changed rows onto its file (checkpoints
+  // call it before they read rows).
+  Status Flush() const;
 
  private:
   ShardedTables(ShardLayout layout, const ProcessGroup& group, RankTables shards, RankTables replicas,

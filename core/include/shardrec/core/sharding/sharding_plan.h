@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "shardrec/core/cache/cache_params.h"
 #include "shardrec/core/modules/embedding_config.h"
 #include "shardrec/core/plugin_registry.h"
 #include "shardrec/core/qcomm/qcomm_config.h"
@@ -34,12 +35,19 @@
 namespace shardrec {
 
 struct ParameterSharding {
-  std::string sharding_type;   // sharder component name
-  std::string compute_kernel;  // kernel component name ("" : the request's default)
+  std::string sharding_type;  // sharder component name
+  // A kernel component's name ("" or "fused": the request's default), or
+  // "fused_ssd_caching": the default kernel over a RAM cache of the rows,
+  // which live on a file (docs/cache.md), as cache_params says.
+  std::string compute_kernel;
+  std::optional<CacheParams> cache_params;
   std::vector<int> ranks;
   std::vector<std::pair<std::string, std::string>> sharder_options;  // per-call, e.g. block_cols
   std::optional<std::vector<sr_shard>> shards;                       // an explicit grid
 };
+
+// A cached table's kernel when it uses the request's default.
+inline bool IsCachedKernel(const std::string& compute_kernel) { return compute_kernel == kSsdCachingKernel; }
 
 // Table name -> its sharding.
 using PlanSpec = std::map<std::string, ParameterSharding>;
@@ -66,6 +74,12 @@ struct PlanRequest {
   // Optimizer state per full row, in bytes (0: none).
   std::function<int64_t(const EmbeddingTableConfig&)> state_bytes_per_row;
   QCommConfig qcomm;  // the output dist's codecs, carried into the plan
+  // Bytes of weights + optimizer state each rank keeps in RAM (0: no
+  // budget). Tables that do not fit are cached (fused_ssd_caching),
+  // largest first, at the largest load factor the budget allows, with
+  // cache_defaults' other settings; a plan's own load factors are kept.
+  int64_t memory_budget_per_rank = 0;
+  CacheParams cache_defaults;
 };
 
 struct ShardedTable {

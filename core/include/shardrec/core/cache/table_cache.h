@@ -1,0 +1,107 @@
+// TableCache: what makes one table of an EmbeddingTables larger than
+// memory (docs/cache.md). The table's kernel table holds only cache slots
+// (`capacity()` rows); every row lives in a scratch RowFile; a
+// CacheDirectory with an eviction-policy plugin decides which rows hold
+// slots. EmbeddingTables turns a batch's ids into slots (Assign) before
+// its one kernel call, and sends row I/O here, so any kernel plugin,
+// optimizer and dtype work unchanged and a group mixing cached and
+// in-memory tables still costs one kernel call. Rows never written are
+// drawn as the kernel draws initial rows (sdk/init.hpp), so a new table
+// needs no pass over the disk; the numbers are the in-memory kernel's,
+// bit for bit (tests/cache/cached_tables_test.cc).
+//
+// The file is scratch: created fresh (an earlier run's, no longer in use,
+// is replaced) and removed with the table. What a run keeps is its
+// checkpoint, which flushes the cache and streams rows out, and loads
+// rows straight into a new table's file.
+// Not thread-safe (as EmbeddingTables).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "shardrec/core/cache/cache_directory.h"
+#include "shardrec/core/cache/cache_params.h"
+#include "shardrec/core/cache/row_file.h"
+#include "shardrec/core/tensor/tensor.h"
+
+namespace shardrec {
+
+// A table kept larger than memory, as its module is asked to.
+struct TableCacheSpec {
+  CacheParams params;          // load_factor must be set (> 0)
+  std::filesystem::path file;  // the scratch row file
+  // When a sharder chose the table's rows: local row i stands for global
+  // row global_rows[i] (its initial weights are drawn there).
+  std::vector<int64_t> global_rows;
+};
+
+// What a TableCache needs of the kernel table that holds its slots:
+// weights [n, dim] in the table's dtype, state float32 [n, state_dim];
+// a null tensor is skipped.
+class CacheSlots {
+ public:
+  virtual ~CacheSlots() = default;
+  virtual Status Read(std::span<const int64_t> slots, Tensor* weights, Tensor* state) const = 0;
+  virtual Status Write(std::span<const int64_t> slots, const Tensor* weights, const Tensor* state) const = 0;
+};
+
+// How rows look, once the kernel table exists.
+struct CachedRowFormat {
+  DLDataType weight_dtype{};
+  int64_t state_dim = 0;    // float32 optimizer state per row (a fresh row's is zero)
+  uint64_t init_seed = 0;   // initial weights: sdk::InitialWeight(seed, global row, global column)
+  int64_t row_origin = 0;   // global row of local row 0 (unless global_rows)
+  int64_t col_origin = 0;   // global column of column 0
+};
+
+class TableCache {
+ public:
+  // The directory (so the kernel table's size is known), then the cache.
+  static StatusOr<CacheDirectory> MakeDirectory(const PluginRegistry& registry, const EmbeddingTableConfig& table,
+                                                const CacheParams& params);
+  static StatusOr<TableCache> Create(CacheDirectory directory, const EmbeddingTableConfig& table,
+                                     const CachedRowFormat& format, TableCacheSpec spec);
+  TableCache(TableCache&&) noexcept;
+  TableCache& operator=(TableCache&&) noexcept;
+  ~TableCache();
+
+  int64_t capacity() const;       // slots in all (the kernel table's rows)
+  int64_t cached_rows() const;    // slots kept from batch to batch
+  int64_t ram_bytes() const;      // the slots' rows and the directory
+  const CacheParams& params() const;
+  const std::filesystem::path& file() const;
+  // Per id looked up: an id repeated within a batch is a hit after its first.
+  const CacheCounters& counters() const;
+  const RowFileCounters& file_counters() const;
+
+  // One batch's ids of this table (each in range), in place into slots:
+  // dirty victims written back, misses loaded (read, or drawn).
+  Status Assign(std::span<int64_t> ids, const CacheSlots& slots);
+  // In place into the slots they hold now; an id not cached is an error.
+  Status Find(std::span<int64_t> ids) const;
+  // Slots whose rows changed (a backward): written back when they leave.
+  void MarkDirty(std::span<const int64_t> slots);
+  // TorchRec's flush(): every changed row on the file, made durable.
+  Status Flush(const CacheSlots& slots);
+  // TorchRec's purge(): flush, then empty the cache.
+  Status Purge(const CacheSlots& slots);
+
+  // Rows of the table (each checked in range), wherever they are now.
+  Status ReadRows(std::span<const int64_t> rows, Tensor* weights, Tensor* state, const CacheSlots& slots);
+  // A cached row is changed in its slot, any other on the file.
+  Status WriteRows(std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
+                   const CacheSlots& slots);
+  // Weights as at creation, optimizer state zero (managed collision's
+  // evictions).
+  Status ResetRows(std::span<const int64_t> rows, const CacheSlots& slots);
+
+ private:
+  struct State;
+  explicit TableCache(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace shardrec

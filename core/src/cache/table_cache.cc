@@ -1,0 +1,322 @@
+// TableCache (table_cache.h). A row on file is a slot's row as the kernel
+// keeps it: the weights in the table's dtype, then the optimizer state as
+// float32. Before a batch's lookup: the directory's plan, the dirty victims
+// read out of their slots and written to the file, then the misses read
+// from the file (or drawn, when never written) and written into theirs.
+#include "shardrec/core/cache/table_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "shardrec/core/tensor/dtype_convert.h"
+#include "shardrec/sdk/init.hpp"
+
+namespace shardrec {
+
+struct TableCache::State {
+  EmbeddingTableConfig config;
+  CachedRowFormat format;
+  TableCacheSpec spec;
+  CacheDirectory dir;
+  RowFile file;
+  int64_t dim = 0, weight_bytes = 0, row_bytes = 0;
+
+  State(EmbeddingTableConfig c, CachedRowFormat f, TableCacheSpec s, CacheDirectory d, RowFile r)
+      : config(std::move(c)), format(f), spec(std::move(s)), dir(std::move(d)), file(std::move(r)) {}
+
+  int64_t state_dim() const { return format.state_dim; }
+  Tensor* StateOrNull(Tensor& st) const { return state_dim() > 0 ? &st : nullptr; }
+
+  Status CheckRows(std::span<const int64_t> rows) const {
+    for (int64_t r : rows) {
+      if (r < 0 || r >= config.num_embeddings) {
+        return InvalidArgumentError(fmt::format("table '{}': row {} is outside its {} rows", config.name, r,
+                                                config.num_embeddings));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Initial weights of `ids` at their global rows and columns, in the
+  // table's dtype, into `out` (n x weight_bytes).
+  Status Draw(std::span<const int64_t> ids, std::byte* out) const {
+    const auto n = static_cast<int64_t>(ids.size());
+    Tensor f = Tensor::Empty(dtype::kFloat32, {n, dim});
+    for (int64_t k = 0; k < n; ++k) {
+      const auto id = ids[static_cast<size_t>(k)];
+      const int64_t global = spec.global_rows.empty() ? format.row_origin + id
+                                                      : spec.global_rows[static_cast<size_t>(id)];
+      sdk::InitialRowWeights(format.init_seed, global, format.col_origin, dim, config.init_min(), config.init_max(),
+                             f.data<float>() + k * dim);
+    }
+    SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(f, format.weight_dtype, "initial rows of " + config.name));
+    std::memcpy(out, typed.raw_data(), typed.nbytes());
+    return Status::Ok();
+  }
+
+  // Whole rows (weights then state) <-> the two tensors' row i.
+  void Pack(const Tensor& w, const Tensor& st, std::byte* rows, int64_t n) const {
+    for (int64_t i = 0; i < n; ++i) {
+      std::byte* row = rows + i * row_bytes;
+      std::memcpy(row, static_cast<const std::byte*>(w.raw_data()) + i * weight_bytes, static_cast<size_t>(weight_bytes));
+      if (state_dim() > 0) {
+        std::memcpy(row + weight_bytes, st.data<float>() + i * state_dim(), static_cast<size_t>(state_dim()) * 4);
+      }
+    }
+  }
+  void Unpack(const std::byte* row, Tensor* w, Tensor* st, int64_t i) const {
+    if (w != nullptr) {
+      std::memcpy(static_cast<std::byte*>(w->raw_data()) + i * weight_bytes, row, static_cast<size_t>(weight_bytes));
+    }
+    if (st != nullptr && state_dim() > 0) {
+      std::memcpy(st->data<float>() + i * state_dim(), row + weight_bytes, static_cast<size_t>(state_dim()) * 4);
+    }
+  }
+
+  // Rows `ids` not in a slot, as whole rows (n x row_bytes): from the file
+  // when written, else drawn with a fresh (zero) optimizer state.
+  Status Fetch(std::span<const int64_t> ids, std::vector<std::byte>& rows) const {
+    rows.assign(ids.size() * static_cast<size_t>(row_bytes), std::byte{0});
+    std::vector<int64_t> written, drawn;
+    std::vector<size_t> written_at, drawn_at;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const bool on_file = file.Written(ids[i]);
+      (on_file ? written : drawn).push_back(ids[i]);
+      (on_file ? written_at : drawn_at).push_back(i);
+    }
+    std::vector<std::byte> buf(written.size() * static_cast<size_t>(row_bytes));
+    SR_RETURN_IF_ERROR(file.Read(written, buf.data()));
+    for (size_t k = 0; k < written.size(); ++k) {
+      std::memcpy(rows.data() + written_at[k] * static_cast<size_t>(row_bytes), buf.data() + k * static_cast<size_t>(row_bytes),
+                  static_cast<size_t>(row_bytes));
+    }
+    if (drawn.empty()) return Status::Ok();
+    std::vector<std::byte> w(drawn.size() * static_cast<size_t>(weight_bytes));
+    SR_RETURN_IF_ERROR(Draw(drawn, w.data()));
+    for (size_t k = 0; k < drawn.size(); ++k) {
+      std::memcpy(rows.data() + drawn_at[k] * static_cast<size_t>(row_bytes), w.data() + k * static_cast<size_t>(weight_bytes),
+                  static_cast<size_t>(weight_bytes));  // the state stays zero
+    }
+    return Status::Ok();
+  }
+
+  // Rows of `m.slots` out of the kernel, onto the file as `m.ids`.
+  Status Save(const CacheDirectory::Move& m, const CacheSlots& slots) {
+    if (m.ids.empty()) return Status::Ok();
+    const auto n = static_cast<int64_t>(m.ids.size());
+    Tensor w = Tensor::Empty(format.weight_dtype, {n, dim}), st = Tensor::Empty(dtype::kFloat32, {n, state_dim()});
+    SR_RETURN_IF_ERROR(slots.Read(m.slots, &w, StateOrNull(st)));
+    std::vector<std::byte> buf(static_cast<size_t>(n * row_bytes));
+    Pack(w, st, buf.data(), n);
+    return file.Write(m.ids, buf.data());
+  }
+
+  // Rows `m.ids` into the kernel at `m.slots`.
+  Status Load(const CacheDirectory::Move& m, const CacheSlots& slots) {
+    if (m.ids.empty()) return Status::Ok();
+    const auto n = static_cast<int64_t>(m.ids.size());
+    std::vector<std::byte> rows;
+    SR_RETURN_IF_ERROR(Fetch(m.ids, rows));
+    Tensor w = Tensor::Empty(format.weight_dtype, {n, dim}), st = Tensor::Empty(dtype::kFloat32, {n, state_dim()});
+    for (int64_t i = 0; i < n; ++i) Unpack(rows.data() + i * row_bytes, &w, &st, i);
+    return slots.Write(m.slots, &w, StateOrNull(st));
+  }
+
+  // `rows` split by where they are: (position, slot) of the cached ones,
+  // (position, row) of the others.
+  struct Split {
+    std::vector<size_t> cached_at, other_at;
+    std::vector<int64_t> cached_slots, other_rows;
+  };
+  Split SplitRows(std::span<const int64_t> rows) const {
+    Split s;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const int64_t slot = dir.SlotOf(rows[i]);
+      if (slot >= 0) {
+        s.cached_at.push_back(i);
+        s.cached_slots.push_back(slot);
+      } else {
+        s.other_at.push_back(i);
+        s.other_rows.push_back(rows[i]);
+      }
+    }
+    return s;
+  }
+};
+
+TableCache::TableCache(std::unique_ptr<State> state) : s_(std::move(state)) {}
+TableCache::TableCache(TableCache&&) noexcept = default;
+TableCache& TableCache::operator=(TableCache&&) noexcept = default;
+TableCache::~TableCache() = default;
+
+StatusOr<CacheDirectory> TableCache::MakeDirectory(const PluginRegistry& registry, const EmbeddingTableConfig& table,
+                                                   const CacheParams& params) {
+  SR_RETURN_IF_ERROR(ValidateCacheParams(params, table));
+  if (!(params.load_factor > 0)) {
+    return InvalidArgumentError("table '" + table.name + "': a cached table needs a load factor in (0, 1]");
+  }
+  const int64_t want = std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(params.load_factor * static_cast<double>(table.num_embeddings))));
+  auto dir = CacheDirectory::Create(registry, params.algorithm, params.algorithm_options,
+                                    {.slots = std::min(want, table.num_embeddings), .ways = params.ways,
+                                     .overflow = params.overflow});
+  if (!dir.ok()) return dir.status().WithContext("table '" + table.name + "': its cache");
+  return dir;
+}
+
+StatusOr<TableCache> TableCache::Create(CacheDirectory directory, const EmbeddingTableConfig& table,
+                                        const CachedRowFormat& format, TableCacheSpec spec) {
+  if (!spec.global_rows.empty() && static_cast<int64_t>(spec.global_rows.size()) != table.num_embeddings) {
+    return InternalError(fmt::format("table '{}': {} global rows for {} rows", table.name, spec.global_rows.size(),
+                                     table.num_embeddings));
+  }
+  const int64_t weight_bytes = table.embedding_dim * static_cast<int64_t>(DTypeSize(format.weight_dtype));
+  const RowFileSpec file_spec{table.num_embeddings, weight_bytes + format.state_dim * 4,
+                              fmt::format("table '{}': {} x {} weights + {} x float32 optimizer state", table.name,
+                                          table.embedding_dim, DTypeName(format.weight_dtype), format.state_dim),
+                              spec.params.io_threads};
+  auto file = RowFile::CreateScratch(spec.file, file_spec);
+  if (!file.ok()) return file.status().WithContext("table '" + table.name + "': its row file");
+  auto s = std::make_unique<State>(table, format, std::move(spec), std::move(directory), std::move(file).value());
+  s->dim = table.embedding_dim;
+  s->weight_bytes = weight_bytes;
+  s->row_bytes = file_spec.row_bytes;
+  return TableCache(std::move(s));
+}
+
+int64_t TableCache::capacity() const { return s_->dir.capacity(); }
+int64_t TableCache::cached_rows() const { return s_->dir.set_slots(); }
+int64_t TableCache::ram_bytes() const { return CacheBytes(capacity(), s_->row_bytes); }
+const CacheParams& TableCache::params() const { return s_->spec.params; }
+const std::filesystem::path& TableCache::file() const { return s_->file.path(); }
+const CacheCounters& TableCache::counters() const { return s_->dir.counters(); }
+const RowFileCounters& TableCache::file_counters() const { return s_->file.counters(); }
+
+Status TableCache::Assign(std::span<int64_t> ids, const CacheSlots& slots) {
+  auto assigned = s_->dir.Assign(ids);
+  if (!assigned.ok()) return assigned.status().WithContext("table '" + s_->config.name + "'");
+  auto& plan = assigned.value();
+  // Victims leave before misses overwrite their slots.
+  SR_RETURN_IF_ERROR(s_->Save(plan.write_back, slots));
+  SR_RETURN_IF_ERROR(s_->Load(plan.load, slots));
+  std::copy(plan.slots.begin(), plan.slots.end(), ids.begin());
+  return Status::Ok();
+}
+
+Status TableCache::Find(std::span<int64_t> ids) const {
+  for (int64_t& id : ids) {
+    const int64_t slot = s_->dir.SlotOf(id);
+    if (slot < 0) {
+      return InternalError(fmt::format("table '{}': row {} is not cached (a backward without its forward?)",
+                                       s_->config.name, id));
+    }
+    id = slot;
+  }
+  return Status::Ok();
+}
+
+void TableCache::MarkDirty(std::span<const int64_t> slots) { s_->dir.MarkDirty(slots); }
+
+Status TableCache::Flush(const CacheSlots& slots) {
+  SR_RETURN_IF_ERROR(s_->Save(s_->dir.TakeDirty(), slots));
+  return s_->file.Sync();
+}
+
+Status TableCache::Purge(const CacheSlots& slots) {
+  SR_RETURN_IF_ERROR(Flush(slots));
+  s_->dir.Clear();
+  return Status::Ok();
+}
+
+Status TableCache::ReadRows(std::span<const int64_t> rows, Tensor* weights, Tensor* state, const CacheSlots& slots) {
+  SR_RETURN_IF_ERROR(s_->CheckRows(rows));
+  if (s_->state_dim() == 0) state = nullptr;
+  if (weights == nullptr && state == nullptr) return Status::Ok();
+  const auto split = s_->SplitRows(rows);
+  if (!split.cached_slots.empty()) {
+    const auto n = static_cast<int64_t>(split.cached_slots.size());
+    Tensor w = Tensor::Empty(s_->format.weight_dtype, {n, s_->dim}), st = Tensor::Empty(dtype::kFloat32, {n, s_->state_dim()});
+    SR_RETURN_IF_ERROR(slots.Read(split.cached_slots, weights ? &w : nullptr, state ? &st : nullptr));
+    std::vector<std::byte> buf(static_cast<size_t>(n * s_->row_bytes));
+    s_->Pack(w, st, buf.data(), n);
+    for (int64_t k = 0; k < n; ++k) {
+      s_->Unpack(buf.data() + k * s_->row_bytes, weights, state, static_cast<int64_t>(split.cached_at[static_cast<size_t>(k)]));
+    }
+  }
+  if (!split.other_rows.empty()) {
+    std::vector<std::byte> buf;
+    SR_RETURN_IF_ERROR(s_->Fetch(split.other_rows, buf));
+    for (size_t k = 0; k < split.other_rows.size(); ++k) {
+      s_->Unpack(buf.data() + k * static_cast<size_t>(s_->row_bytes), weights, state, static_cast<int64_t>(split.other_at[k]));
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+// Rows `at` of `t` (null stays null).
+Tensor* Gather(const Tensor* t, const std::vector<size_t>& at, Tensor& out) {
+  if (t == nullptr) return nullptr;
+  const size_t row = t->ndim() == 2 ? static_cast<size_t>(t->size(1)) * DTypeSize(t->dtype()) : 0;
+  out = Tensor::Empty(t->dtype(), {static_cast<int64_t>(at.size()), t->ndim() == 2 ? t->size(1) : 0});
+  for (size_t k = 0; k < at.size(); ++k) {
+    std::memcpy(static_cast<std::byte*>(out.raw_data()) + k * row, static_cast<const std::byte*>(t->raw_data()) + at[k] * row, row);
+  }
+  return &out;
+}
+}  // namespace
+
+Status TableCache::WriteRows(std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
+                             const CacheSlots& slots) {
+  SR_RETURN_IF_ERROR(s_->CheckRows(rows));
+  if (s_->state_dim() == 0) state = nullptr;
+  if (weights == nullptr && state == nullptr) return Status::Ok();
+  const auto split = s_->SplitRows(rows);
+  if (!split.cached_slots.empty()) {
+    Tensor w, st;
+    SR_RETURN_IF_ERROR(slots.Write(split.cached_slots, Gather(weights, split.cached_at, w), Gather(state, split.cached_at, st)));
+    s_->dir.MarkDirty(split.cached_slots);
+  }
+  if (split.other_rows.empty()) return Status::Ok();
+  // Whole rows onto the file: the part not given is the row's as it is.
+  std::vector<std::byte> buf;
+  if (weights == nullptr || state == nullptr) {
+    SR_RETURN_IF_ERROR(s_->Fetch(split.other_rows, buf));
+  } else {
+    buf.resize(split.other_rows.size() * static_cast<size_t>(s_->row_bytes));
+  }
+  for (size_t k = 0; k < split.other_rows.size(); ++k) {
+    std::byte* row = buf.data() + k * static_cast<size_t>(s_->row_bytes);
+    const size_t i = split.other_at[k];
+    if (weights != nullptr) {
+      std::memcpy(row, static_cast<const std::byte*>(weights->raw_data()) + i * static_cast<size_t>(s_->weight_bytes),
+                  static_cast<size_t>(s_->weight_bytes));
+    }
+    if (state != nullptr) {
+      std::memcpy(row + s_->weight_bytes, state->data<float>() + i * static_cast<size_t>(s_->state_dim()),
+                  static_cast<size_t>(s_->state_dim()) * 4);
+    }
+  }
+  return s_->file.Write(split.other_rows, buf.data());
+}
+
+Status TableCache::ResetRows(std::span<const int64_t> rows, const CacheSlots& slots) {
+  SR_RETURN_IF_ERROR(s_->CheckRows(rows));
+  const auto split = s_->SplitRows(rows);
+  if (!split.cached_slots.empty()) {
+    const auto n = static_cast<int64_t>(split.cached_slots.size());
+    std::vector<int64_t> ids(split.cached_at.size());
+    for (size_t k = 0; k < ids.size(); ++k) ids[k] = rows[split.cached_at[k]];
+    Tensor w = Tensor::Empty(s_->format.weight_dtype, {n, s_->dim});
+    Tensor st = Tensor::Zeros(dtype::kFloat32, {n, s_->state_dim()});
+    SR_RETURN_IF_ERROR(s_->Draw(ids, static_cast<std::byte*>(w.raw_data())));
+    SR_RETURN_IF_ERROR(slots.Write(split.cached_slots, &w, s_->StateOrNull(st)));
+    s_->dir.MarkDirty(split.cached_slots);
+  }
+  // The others read as never written: drawn afresh when next fetched.
+  return s_->file.Forget(split.other_rows);
+}
+
+}  // namespace shardrec

@@ -1,0 +1,169 @@
+// train_cache.h: the cache flags, stats and report of `shardrec train`.
+#include "train_cache.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "shardrec/core/resources/memory.h"
+#include "shardrec/core/text/byte_size.h"
+
+namespace shardrec::cli {
+
+namespace po = boost::program_options;
+
+void AddCacheOptions(po::options_description& desc, CacheFlags& f) {
+  desc.add_options()
+      ("memory-budget", po::value(&f.memory_budget),
+       "bytes of weights + optimizer state each rank keeps in RAM (e.g. 2GiB). Tables that do not fit are kept "
+       "larger than memory (fused_ssd_caching, docs/cache.md): every row in a file under --cache-dir, a RAM cache "
+       "of the hot ones, largest tables first, at the largest load factor the budget allows")
+      ("cache-dir", po::value(&f.cache_dir)->default_value(f.cache_dir),
+       "where cached tables' row files go (one per table piece, removed at the end; put it on a local SSD, not a "
+       "tmpfs)")
+      ("cache-params", po::value(&f.cache_params),
+       "the caches' settings, KEY=VALUE,... (algorithm=lru|lfu|a plugin's eviction policy, load_factor, ways, "
+       "overflow, io_threads, algorithm.OPTION=...): defaults for tables --memory-budget caches, and for plan "
+       "entries with compute_kernel fused_ssd_caching and no cache_params");
+}
+
+Status ParseCacheFlags(CacheFlags& f) {
+  if (!f.memory_budget.empty()) {
+    auto bytes = ParseByteSize(f.memory_budget);
+    if (!bytes.ok()) return bytes.status().WithContext("--memory-budget");
+    if (bytes.value() <= 0) return InvalidArgumentError("--memory-budget must be positive");
+    f.budget_bytes = bytes.value();
+  }
+  if (!f.cache_params.empty()) {
+    SR_ASSIGN_OR_RETURN(f.defaults, ParseCacheParams(f.cache_params, "--cache-params"));
+  }
+  if (f.cache_dir.empty()) return InvalidArgumentError("--cache-dir must name a directory");
+  return Status::Ok();
+}
+
+void ApplyCacheFlags(const CacheFlags& f, PlanRequest& req) {
+  req.memory_budget_per_rank = f.budget_bytes;
+  req.cache_defaults = f.defaults;
+}
+
+bool PlanCachesTables(const ShardingPlan& plan) {
+  for (const auto& t : plan.tables) {
+    if (IsCachedKernel(t.sharding.compute_kernel)) return true;
+  }
+  return false;
+}
+
+Status PrepareCacheDir(const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path path(dir);
+  if (std::filesystem::exists(path, ec)) {
+    if (!std::filesystem::is_directory(path, ec)) return InvalidArgumentError("--cache-dir " + dir + " is not a directory");
+    return Status::Ok();
+  }
+  std::filesystem::create_directories(path, ec);
+  if (ec) return InvalidArgumentError("--cache-dir " + dir + ": cannot create it: " + ec.message());
+  ::chmod(path.c_str(), 0700);  // row files hold the model's weights
+  return Status::Ok();
+}
+
+StatusOr<std::vector<CachedTableStats>> GatherCacheStats(const ProcessGroup& group, const ShardedTables& tables) {
+  const auto& plan = tables.layout().plan();
+  constexpr size_t kFields = 10;
+  std::vector<int64_t> mine(plan.tables.size() * kFields, 0);
+  const RankTables& shards = tables.shards();
+  for (size_t p = 0; p < shards.size(); ++p) {
+    const TableCache* cache = shards.cache(p);
+    if (cache == nullptr) continue;
+    const std::string& piece = shards.piece(p).config.name;
+    const std::string table = piece.substr(0, piece.rfind('@'));
+    for (size_t t = 0; t < plan.tables.size(); ++t) {
+      if (plan.tables[t].config.name != table) continue;
+      int64_t* f = mine.data() + t * kFields;
+      const CacheCounters& c = cache->counters();
+      const RowFileCounters& io = cache->file_counters();
+      const int64_t add[kFields] = {c.lookups, c.hits, c.misses, c.evictions, c.write_backs, io.rows_read,
+                                    io.rows_written, cache->ram_bytes(), shards.piece(p).config.num_embeddings,
+                                    cache->cached_rows()};
+      for (size_t k = 0; k < kFields; ++k) f[k] += add[k];
+    }
+  }
+  const auto world = static_cast<size_t>(group.world_size());
+  Tensor all = Tensor::Empty(dtype::kInt64, {static_cast<int64_t>(mine.size() * world)});
+  SR_RETURN_IF_ERROR(group.AllGatherV(Tensor::FromVector(mine), &all,
+                                      std::vector<int64_t>(world, static_cast<int64_t>(mine.size()))));
+  std::vector<CachedTableStats> out;
+  for (size_t t = 0; t < plan.tables.size(); ++t) {
+    const auto& table = plan.tables[t];
+    if (!IsCachedKernel(table.sharding.compute_kernel)) continue;
+    CachedTableStats s;
+    s.table = table.config.name;
+    s.params = table.sharding.cache_params ? CacheParamsToString(*table.sharding.cache_params) : "";
+    int64_t* fields[kFields] = {&s.lookups, &s.hits, &s.misses, &s.evictions, &s.write_backs, &s.rows_read,
+                                &s.rows_written, &s.ram_bytes, &s.rows, &s.cached_rows};
+    for (size_t r = 0; r < world; ++r) {
+      const int64_t* f = all.data<int64_t>() + r * mine.size() + t * kFields;
+      for (size_t k = 0; k < kFields; ++k) *fields[k] += f[k];
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void RssSampler::Start() {
+  Stop();
+  stop_ = false;
+  max_ = CurrentRssBytes();
+  samples_ = 1;
+  thread_ = std::thread([this] {
+    while (!stop_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(period_ms_));
+      const int64_t now = CurrentRssBytes();
+      int64_t seen = max_.load();
+      while (now > seen && !max_.compare_exchange_weak(seen, now)) {
+      }
+      ++samples_;
+    }
+  });
+}
+
+void RssSampler::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const std::vector<int64_t>& rss_max,
+                              int64_t budget_bytes, const std::string& cache_dir) {
+  if (stats.empty()) return "";
+  std::string out = fmt::format("cached tables (rows on files in {}):\n", cache_dir);
+  for (const auto& s : stats) {
+    out += fmt::format("  {}: hit rate {:.1f}% ({} lookups, {} misses), {} of {} rows in RAM ({}), evictions {} "
+                       "({} written back), file rows read {}, written {}; {}\n",
+                       s.table, 100 * s.hit_rate(), s.lookups, s.misses, s.cached_rows, s.rows,
+                       FormatByteSize(s.ram_bytes), s.evictions, s.write_backs, s.rows_read, s.rows_written, s.params);
+  }
+  int64_t worst = 0;
+  for (int64_t b : rss_max) worst = std::max(worst, b);
+  out += fmt::format("  resident memory, largest sample during the steps: {}{}\n", FormatByteSize(worst),
+                     budget_bytes > 0 ? fmt::format(" (memory budget {} per rank)", FormatByteSize(budget_bytes)) : "");
+  return out;
+}
+
+nlohmann::json CacheReportJson(const std::vector<CachedTableStats>& stats, const std::vector<int64_t>& rss_max,
+                               int64_t budget_bytes, const std::string& cache_dir) {
+  nlohmann::json j = {{"dir", cache_dir}, {"memory_budget_per_rank", budget_bytes},
+                      {"rss_max_bytes_per_rank", rss_max}, {"tables", nlohmann::json::object()}};
+  for (const auto& s : stats) {
+    j["tables"][s.table] = {{"lookups", s.lookups},         {"hits", s.hits},
+                            {"hit_rate", s.hit_rate()},     {"misses", s.misses},
+                            {"evictions", s.evictions},     {"write_backs", s.write_backs},
+                            {"file_rows_read", s.rows_read}, {"file_rows_written", s.rows_written},
+                            {"ram_bytes", s.ram_bytes},     {"rows", s.rows},
+                            {"cached_rows", s.cached_rows}, {"params", s.params}};
+  }
+  return j;
+}
+
+}  // namespace shardrec::cli

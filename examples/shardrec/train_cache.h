@@ -1,0 +1,74 @@
+// Tables larger than memory in `shardrec train` (docs/cache.md): the
+// flags (--memory-budget, --cache-dir, --cache-params), what they set in
+// the plan request and the module options, and what the run reports about
+// each cached table and the process's resident memory.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
+
+#include "shardrec/core/modules/sharded_tables.h"
+#include "shardrec/core/sharding/sharding_plan.h"
+
+namespace shardrec::cli {
+
+struct CacheFlags {
+  std::string memory_budget;                     // --memory-budget, as given
+  std::string cache_dir = "/var/tmp/shardrec-cache";  // --cache-dir
+  std::string cache_params;                      // --cache-params, as given
+  int64_t budget_bytes = 0;                      // parsed
+  CacheParams defaults;                          // parsed
+};
+
+void AddCacheOptions(boost::program_options::options_description& desc, CacheFlags& f);
+// Parses the flags; an error names the flag.
+Status ParseCacheFlags(CacheFlags& f);
+// Into a plan request: the budget and the defaults of the caches it makes.
+void ApplyCacheFlags(const CacheFlags& f, PlanRequest& req);
+bool PlanCachesTables(const ShardingPlan& plan);
+// Makes --cache-dir (0700 when new); an error names it.
+Status PrepareCacheDir(const std::string& dir);
+
+// One cached table, every rank's pieces together.
+struct CachedTableStats {
+  std::string table, params;
+  int64_t lookups = 0, hits = 0, misses = 0, evictions = 0, write_backs = 0;
+  int64_t rows_read = 0, rows_written = 0;  // the row files'
+  int64_t ram_bytes = 0;                    // the caches' slots and directories
+  int64_t rows = 0, cached_rows = 0;
+  double hit_rate() const { return lookups ? static_cast<double>(hits) / static_cast<double>(lookups) : 0.0; }
+};
+// Collective: every rank's cached pieces, summed per table (plan order).
+StatusOr<std::vector<CachedTableStats>> GatherCacheStats(const ProcessGroup& group, const ShardedTables& tables);
+
+// The process's resident memory, sampled every `period_ms` on a thread of
+// its own from Start() to Stop(): the largest sample, and how many.
+class RssSampler {
+ public:
+  explicit RssSampler(int period_ms = 50) : period_ms_(period_ms) {}
+  ~RssSampler() { Stop(); }
+  void Start();
+  void Stop();
+  int64_t max_bytes() const { return max_.load(); }
+  int64_t samples() const { return samples_.load(); }
+
+ private:
+  int period_ms_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> max_{0}, samples_{0};
+  std::thread thread_;
+};
+
+// The report's lines (text) and object (--json).
+std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const std::vector<int64_t>& rss_max,
+                              int64_t budget_bytes, const std::string& cache_dir);
+nlohmann::json CacheReportJson(const std::vector<CachedTableStats>& stats, const std::vector<int64_t>& rss_max,
+                               int64_t budget_bytes, const std::string& cache_dir);
+
+}  // namespace shardrec::cli

@@ -1,0 +1,241 @@
+// Cached tables inside EmbeddingTables (core/include/shardrec/core/cache/
+// table_cache.h) against the same group all in memory: every step's
+// output, and at the end every row's weights and optimizer state, bit for
+// bit, for the lru and lfu caches, every fused optimizer, fp32 and fp16
+// weights, sum and mean pooling, weighted bags. The group mixes a cached
+// table (two features) with an in-memory one, so one kernel call serves
+// both. Along the way: flushes, a purge, managed collision's row resets
+// (cached rows and rows on the file), and a checkpoint's round trip (every
+// row read out, then written straight into a new table's file). The cache
+// holds a fifth of the rows, so most steps evict, write back and read rows
+// from the file.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "shardrec/core/host_services.h"
+#include "shardrec/core/modules/embedding_tables.h"
+#include "temp_dir.h"
+
+namespace shardrec {
+namespace {
+
+constexpr int64_t kRows = 600, kSmallRows = 40, kDim = 6, kBatch = 8;
+
+class CachedTablesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* lib : {"libshardrec_eviction_builtin.so", "libshardrec_kernel_cpu.so"}) {
+      ASSERT_TRUE(registry_.LoadLibrary(std::filesystem::path(SHARDREC_BUILT_PLUGIN_DIR) / lib).ok()) << lib;
+    }
+  }
+  // t0 (cached in the runs under test): features f0, f1; t1: feature f2.
+  static std::vector<EmbeddingTableConfig> Tables(DataType dtype, PoolingType pooling, bool weighted) {
+    EmbeddingTableConfig t0;
+    t0.name = "t0";
+    t0.num_embeddings = kRows;
+    t0.embedding_dim = kDim;
+    t0.feature_names = {"f0", "f1"};
+    t0.data_type = dtype;
+    t0.pooling = pooling;
+    t0.is_weighted = weighted;
+    EmbeddingTableConfig t1 = t0;
+    t1.name = "t1";
+    t1.num_embeddings = kSmallRows;
+    t1.feature_names = {"f2"};
+    t1.is_weighted = false;
+    return {t0, t1};
+  }
+  // kBatch bags per feature, 0-5 ids each, skewed to small ids.
+  static KeyedJaggedTensor Batch(int step, bool weighted) {
+    std::mt19937_64 rng(static_cast<uint64_t>(step) * 7919u + 5u);
+    std::vector<int64_t> values, lengths;
+    for (int f = 0; f < 3; ++f) {
+      const int64_t rows = f < 2 ? kRows : kSmallRows;
+      for (int64_t b = 0; b < kBatch; ++b) {
+        const int64_t n = static_cast<int64_t>(rng() % 6);
+        lengths.push_back(n);
+        for (int64_t i = 0; i < n; ++i) values.push_back(static_cast<int64_t>(std::min(rng() % rows, rng() % rows)));
+      }
+    }
+    std::optional<std::vector<float>> weights;
+    if (weighted) {
+      weights.emplace();
+      for (size_t i = 0; i < values.size(); ++i) weights->push_back(0.5f + 0.1f * static_cast<float>(i % 7));
+    }
+    return KeyedJaggedTensor::FromLengths({"f0", "f1", "f2"}, values, lengths, weights).value();
+  }
+  static Tensor Grad(int step) {
+    Tensor g = Tensor::Zeros(dtype::kFloat32, {kBatch, 3 * kDim});
+    for (int64_t i = 0; i < g.numel(); ++i) g.data<float>()[i] = std::sin(0.37f * static_cast<float>(i) + step);
+    return g;
+  }
+  static bool SameBytes(const Tensor& a, const Tensor& b) {
+    return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+  }
+  StatusOr<EmbeddingTables> Cached(const std::vector<EmbeddingTableConfig>& tables, const EmbeddingModuleOptions& o,
+                                   const CacheParams& params, const std::filesystem::path& file) {
+    return EmbeddingTables::Create(registry_, tables, o, {}, {TableCacheSpec{params, file, {}}, std::nullopt});
+  }
+
+  HostServices services_;
+  PluginRegistry registry_{&services_};
+};
+
+TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
+  struct Case {
+    std::string policy, optimizer;
+    DataType dtype;
+    PoolingType pooling;
+    bool weighted;
+  };
+  std::vector<Case> cases;
+  for (const std::string policy : {"lru", "lfu"}) {
+    for (const std::string opt : {"sgd,lr=0.3", "adagrad,lr=0.2", "rowwise_adagrad,lr=0.2", "adam,lr=0.05"}) {
+      cases.push_back({policy, opt, DataType::kFp32, PoolingType::kSum, false});
+    }
+  }
+  cases.push_back({"lru", "adagrad,lr=0.2", DataType::kFp16, PoolingType::kSum, false});
+  cases.push_back({"lfu", "rowwise_adagrad,lr=0.2", DataType::kFp32, PoolingType::kMean, false});
+  cases.push_back({"lru", "adagrad,lr=0.2", DataType::kFp32, PoolingType::kSum, true});
+  const std::vector<int64_t> rows = {0, 0, 0}, columns = {0, kDim, 2 * kDim};
+  std::vector<int64_t> all(kRows);
+  for (int64_t r = 0; r < kRows; ++r) all[static_cast<size_t>(r)] = r;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.policy + " " + c.optimizer + " " + DataTypeName(c.dtype) + " " + PoolingName(c.pooling) +
+                 (c.weighted ? " weighted" : ""));
+    testing::TempDir dir("cached");
+    EmbeddingModuleOptions options;
+    options.optimizer = OptimizerSpec::Parse(c.optimizer).value();
+    options.init_seed = 17;
+    const auto tables = Tables(c.dtype, c.pooling, c.weighted);
+    auto ref = EmbeddingTables::Create(registry_, tables, options);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    const CacheParams params{.algorithm = c.policy, .load_factor = 0.2, .ways = 8};
+    auto cached = Cached(tables, options, params, dir.path() / "t0.rows");
+    ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+    ASSERT_NE(cached->cache(0), nullptr);
+    EXPECT_EQ(cached->cache(1), nullptr);
+    EXPECT_EQ(cached->Info(0)->num_rows, kRows) << "the whole table's rows";
+    int64_t looked_up = 0;  // of t0, since the last (re)creation
+    for (int step = 0; step < 40; ++step) {
+      if (step == 25) {  // a checkpoint's round trip into a new cached table
+        Tensor w = Tensor::Empty(ToDLDataType(c.dtype), {kRows, kDim});
+        Tensor st = Tensor::Empty(dtype::kFloat32, {kRows, cached->Info(0)->state_dim});
+        ASSERT_TRUE(cached->Flush().ok());
+        ASSERT_TRUE(cached->ReadRows(0, all, &w, &st).ok());
+        Tensor small_w = cached->ReadWeights(1).value(), small_st = cached->ReadState(1).value();
+        cached = Cached(tables, options, params, dir.path() / "t0-resumed.rows");
+        ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+        ASSERT_TRUE(cached->WriteRows(0, all, &w, &st).ok());
+        ASSERT_TRUE(cached->WriteWeights(1, small_w).ok() && cached->WriteState(1, small_st).ok());
+        EXPECT_EQ(cached->cache(0)->file_counters().rows_written, kRows) << "loaded straight into the file";
+        looked_up = 0;
+      }
+      if (step == 30) {  // managed collision resets rows: some cached, some only on the file
+        const std::vector<int64_t> reset = {0, 1, 2, 3, 300, 599};
+        ASSERT_TRUE(ref->ResetRows(0, reset).ok());
+        ASSERT_TRUE(cached->ResetRows(0, reset).ok());
+      }
+      const auto batch = Batch(step, c.weighted);
+      looked_up += batch.offset_per_key()[2];
+      Tensor want = Tensor::Zeros(dtype::kFloat32, {kBatch, 3 * kDim}), got = want.Clone();
+      ASSERT_TRUE(ref->Forward(batch, rows, columns, want).ok());
+      ASSERT_TRUE(cached->Forward(batch, rows, columns, got).ok());
+      ASSERT_TRUE(SameBytes(got, want)) << "output of step " << step;
+      if (c.weighted) {
+        std::vector<float> want_g(batch.values().size()), got_g(batch.values().size());
+        ASSERT_TRUE(ref->IdWeightGradient(batch, rows, columns, Grad(step), want_g).ok());
+        ASSERT_TRUE(cached->IdWeightGradient(batch, rows, columns, Grad(step), got_g).ok());
+        ASSERT_EQ(got_g, want_g) << "id weight gradient of step " << step;
+      }
+      ASSERT_TRUE(ref->Backward(batch, rows, columns, Grad(step), step + 1, std::nan("")).ok());
+      ASSERT_TRUE(cached->Backward(batch, rows, columns, Grad(step), step + 1, std::nan("")).ok());
+      if (step == 10) {
+        ASSERT_TRUE(cached->Flush().ok());
+      }
+      if (step == 18) {
+        ASSERT_TRUE(cached->Purge().ok());
+      }
+    }
+    const TableCache& cache = *cached->cache(0);
+    EXPECT_EQ(cache.counters().lookups, looked_up);
+    EXPECT_EQ(cache.counters().hits + cache.counters().misses, looked_up);
+    EXPECT_GT(cache.counters().evictions, 0);
+    EXPECT_GT(cache.file_counters().rows_read, 0) << "rows came back from the file";
+    for (int32_t t : {0, 1}) {
+      EXPECT_TRUE(SameBytes(cached->ReadWeights(t).value(), ref->ReadWeights(t).value())) << "weights of t" << t;
+      EXPECT_TRUE(SameBytes(cached->ReadState(t).value(), ref->ReadState(t).value())) << "state of t" << t;
+    }
+  }
+}
+
+TEST_F(CachedTablesTest, BadSettingsAndForeignFilesAreRefusedByName) {
+  testing::TempDir dir("cached");
+  EmbeddingModuleOptions options;
+  options.optimizer = OptimizerSpec::Parse("adagrad").value();
+  const auto tables = Tables(DataType::kFp32, PoolingType::kSum, false);
+  auto refused = [&](const CacheParams& p, const std::filesystem::path& file, const std::string& says) {
+    auto made = Cached(tables, options, p, file);
+    ASSERT_FALSE(made.ok()) << says;
+    EXPECT_NE(made.status().message().find(says), std::string::npos) << made.status().message();
+    EXPECT_NE(made.status().message().find("t0"), std::string::npos) << made.status().message();
+  };
+  refused({.load_factor = 0}, dir.path() / "a.rows", "load factor");
+  refused({.load_factor = -1}, dir.path() / "a.rows", "load factor");
+  refused({.load_factor = 1.5}, dir.path() / "a.rows", "load factor");
+  refused({.algorithm = "clairvoyant", .load_factor = 0.2}, dir.path() / "a.rows", "clairvoyant");
+  refused({.load_factor = 0.2, .precision = "fp16"}, dir.path() / "a.rows", "precision fp16");
+  // Someone's file at the path is left alone.
+  const auto foreign = dir.path() / "notes.rows";
+  std::ofstream(foreign) << "keep me";
+  refused({.load_factor = 0.2}, foreign, "not a row file");
+  std::ifstream in(foreign);
+  std::string kept;
+  std::getline(in, kept);
+  EXPECT_EQ(kept, "keep me");
+  // A row file in use by another table is refused; an earlier run's,
+  // no longer in use, is replaced; the file goes with its table.
+  const auto file = dir.path() / "t0.rows";
+  {
+    auto first = Cached(tables, options, {.load_factor = 0.2}, file);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    refused({.load_factor = 0.2}, file, "in use");
+    EXPECT_TRUE(std::filesystem::exists(file));
+  }
+  EXPECT_FALSE(std::filesystem::exists(file)) << "the scratch file is removed with its table";
+  {
+    auto old = RowFile::Create(file, {kRows, 8, "an earlier run", 1});
+    ASSERT_TRUE(old.ok());
+  }
+  auto t = Cached(tables, options, {.load_factor = 0.2}, file);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  // An out-of-range id: fatal names it and its feature.
+  std::vector<int64_t> lengths(3 * kBatch, 0);
+  lengths[0] = 1;
+  lengths[kBatch] = 1;
+  auto bad = KeyedJaggedTensor::FromLengths({"f0", "f1", "f2"}, {3, kRows}, lengths).value();
+  Tensor out = Tensor::Zeros(dtype::kFloat32, {kBatch, 3 * kDim});
+  auto st = t->Forward(bad, {0, 0, 0}, {0, kDim, 2 * kDim}, out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("id 600 of feature 'f1' is outside"), std::string::npos) << st.message();
+  // Under "ignore" the id is dropped and counted, as the in-memory kernel does.
+  EmbeddingModuleOptions ignore = options;
+  ignore.bounds_check = SR_BOUNDS_CHECK_IGNORE;
+  auto lenient = Cached(tables, ignore, {.load_factor = 0.2}, dir.path() / "lenient.rows");
+  auto memory = EmbeddingTables::Create(registry_, tables, ignore);
+  ASSERT_TRUE(lenient.ok() && memory.ok());
+  Tensor want = out.Clone(), got = out.Clone();
+  int64_t want_invalid = 0, got_invalid = 0;
+  ASSERT_TRUE(memory->Forward(bad, {0, 0, 0}, {0, kDim, 2 * kDim}, want, &want_invalid).ok());
+  ASSERT_TRUE(lenient->Forward(bad, {0, 0, 0}, {0, kDim, 2 * kDim}, got, &got_invalid).ok());
+  EXPECT_EQ(got_invalid, 1);
+  EXPECT_EQ(got_invalid, want_invalid);
+  EXPECT_TRUE(SameBytes(got, want));
+}
+
+}  // namespace
+}  // namespace shardrec
