@@ -1276,7 +1276,7 @@ int RunTrain(const std::vector<std::string>& args) {
     req.sharder = f.sharder;
     req.sharder_options = session.plugin_options.ForKind("sharder");
     req.qcomm = qcomm;
-    ApplyCacheFlags(f.cache, req);
+    ApplyCacheFlags(f.cache, StepIdsBound(group.world_size(), f.batch, req.tables, pooling, f.click.train.has_value()), req);
     if (memory_per_rank > 0) req.memory_bytes_per_rank.assign(static_cast<size_t>(group.world_size()), memory_per_rank);
     const int32_t opt = options.optimizer.optimizer;
     req.state_bytes_per_row = [opt](const EmbeddingTableConfig& t) {

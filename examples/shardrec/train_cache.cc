@@ -3,7 +3,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -44,9 +46,27 @@ Status ParseCacheFlags(CacheFlags& f) {
   return Status::Ok();
 }
 
-void ApplyCacheFlags(const CacheFlags& f, PlanRequest& req) {
+void ApplyCacheFlags(const CacheFlags& f, int64_t step_ids, PlanRequest& req) {
   req.memory_budget_per_rank = f.budget_bytes;
   req.cache_defaults = f.defaults;
+  if (f.cache_params.find("overflow=") == std::string::npos) {
+    req.cache_defaults.overflow = std::clamp<int64_t>(step_ids, 2 * req.cache_defaults.ways, int64_t{1} << 30);
+  }
+}
+
+int64_t StepIdsBound(int world, int64_t batch, const std::vector<EmbeddingTableConfig>& tables,
+                     const std::vector<double>& pooling, bool one_id_per_feature) {
+  int64_t most = 0;
+  size_t feature = 0;  // pooling factors go to features in order, the last repeating
+  for (const auto& t : tables) {
+    int64_t per_sample = 0;
+    for (size_t k = 0; k < t.feature_names.size(); ++k, ++feature) {
+      const double p = pooling.empty() ? 1.0 : pooling[std::min(feature, pooling.size() - 1)];
+      per_sample += one_id_per_feature ? 1 : static_cast<int64_t>(std::ceil(2 * p));
+    }
+    most = std::max(most, per_sample);
+  }
+  return static_cast<int64_t>(world) * batch * most;
 }
 
 bool PlanCachesTables(const ShardingPlan& plan) {

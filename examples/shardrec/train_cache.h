@@ -30,7 +30,15 @@ void AddCacheOptions(boost::program_options::options_description& desc, CacheFla
 // Parses the flags; an error names the flag.
 Status ParseCacheFlags(CacheFlags& f);
 // Into a plan request: the budget and the defaults of the caches it makes.
-void ApplyCacheFlags(const CacheFlags& f, PlanRequest& req);
+// `step_ids`: the most ids one step may send a table's piece (every
+// rank's batch), which the caches' overflow slots cover unless
+// --cache-params sets `overflow`: a cache must hold a whole step.
+void ApplyCacheFlags(const CacheFlags& f, int64_t step_ids, PlanRequest& req);
+// That bound: world x batch x, per table, the ids a sample may have in
+// its features (a synthetic bag holds at most twice its pooling factor; a
+// click log's, one id).
+int64_t StepIdsBound(int world, int64_t batch, const std::vector<EmbeddingTableConfig>& tables,
+                     const std::vector<double>& pooling, bool one_id_per_feature);
 bool PlanCachesTables(const ShardingPlan& plan);
 // Makes --cache-dir (0700 when new); an error names it.
 Status PrepareCacheDir(const std::string& dir);

@@ -87,6 +87,20 @@ with tempfile.TemporaryDirectory(prefix="shardrec-train-cache-") as tmp:
                v)
         expect(f"the row files are removed at the end ({tag})", os.listdir(cache) == [], os.listdir(cache))
 
+    # 1b. Managed collision over a cached table: its evictions reset rows in
+    # the cache and on the file; still the unsharded run's.
+    for sharder in ("table_wise", "row_wise"):
+        p = run("train", "--tables", "1x1500x16,1x800x8", "--managed-collision", "t0:zch_size=1500,eviction_interval=2",
+                "--raw-id-space", "20000", "--memory-budget", "100KiB", "--cache-params", "overflow=256", "--cache-dir", cache, "--verify", "--steps", "12",
+                "--batch", "16", "--sharder", sharder, "--json")
+        j = report(p)
+        ok = p.returncode == 0 and j is not None
+        expect(f"managed collision over a cached table ({sharder})",
+               ok and j["plan"]["plan"]["t0"]["compute_kernel"] == "fused_ssd_caching"
+               and j["managed_collision"]["t0"]["evictions"] > 0 and j["cache"]["tables"]["t0"]["evictions"] > 0
+               and j["verify"]["ok"] and j["verify"]["max_abs_diff_weights"] == 0
+               and j["verify"]["max_abs_diff_optimizer_state"] == 0, p.stdout[-3000:] + p.stderr)
+
     # 2. A plan file's fused_ssd_caching and cache_params; text report.
     plan = d("plan.json")
     with open(plan, "w") as f:

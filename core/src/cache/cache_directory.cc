@@ -167,13 +167,19 @@ StatusOr<CacheDirectory> CacheDirectory::Create(const PluginRegistry& registry, 
   s->overflow = config.overflow > 0 ? config.overflow : 2 * config.ways;
   s->slots.assign(static_cast<size_t>(s->capacity()), Slot{});
   s->metadata.assign(static_cast<size_t>(s->capacity() * s->columns), 0);
-  s->index = mc::IdSlotIndex(s->capacity());
+  // Half full at most (not managed collision's quarter): a cache of
+  // millions of rows weighs its bookkeeping against the rows it could hold.
+  s->index = mc::IdSlotIndex(s->capacity(), 2);
   return CacheDirectory(std::move(s));
 }
 
 int64_t CacheDirectory::capacity() const { return s_->capacity(); }
 int64_t CacheDirectory::set_slots() const { return s_->sets * s_->ways; }
 int64_t CacheDirectory::ways() const { return s_->ways; }
+int64_t CacheDirectory::bytes() const {
+  return static_cast<int64_t>(s_->slots.size() * sizeof(Slot) + s_->metadata.size() * sizeof(int64_t) +
+                              s_->index.bytes());
+}
 const CacheCounters& CacheDirectory::counters() const { return s_->counters; }
 int64_t CacheDirectory::SlotOf(int64_t id) const { return s_->index.Find(id); }
 

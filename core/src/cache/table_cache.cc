@@ -188,7 +188,7 @@ StatusOr<TableCache> TableCache::Create(CacheDirectory directory, const Embeddin
 
 int64_t TableCache::capacity() const { return s_->dir.capacity(); }
 int64_t TableCache::cached_rows() const { return s_->dir.set_slots(); }
-int64_t TableCache::ram_bytes() const { return CacheBytes(capacity(), s_->row_bytes); }
+int64_t TableCache::ram_bytes() const { return capacity() * s_->row_bytes + s_->dir.bytes(); }
 const CacheParams& TableCache::params() const { return s_->spec.params; }
 const std::filesystem::path& TableCache::file() const { return s_->file.path(); }
 const CacheCounters& TableCache::counters() const { return s_->dir.counters(); }

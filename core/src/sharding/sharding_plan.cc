@@ -213,6 +213,7 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
     }
     if (pick == n) break;
     ParameterSharding& p = plan.tables[pick].sharding;
+    const ParameterSharding before = p;
     p.compute_kernel = kSsdCachingKernel;
     p.cache_params = req.cache_defaults;
     p.cache_params->load_factor = 0;
@@ -220,14 +221,25 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
     SR_RETURN_IF_ERROR(registry.Find(SR_KIND_EVICTION, p.cache_params->algorithm).status().WithContext("plan: cache"));
     derived[pick] = true;
     measure(pick);
-    lf = fitting_load_factor();
+    const double cached_lf = fitting_load_factor();
+    if (cached_lf <= lf) {  // a small table's fixed slots outweigh its rows: keep it whole
+      p = before;
+      derived[pick] = false;
+      measure(pick);
+      lf = fitting_load_factor();
+      break;
+    }
+    lf = cached_lf;
   }
   if (!(lf > 0)) {
     return Status(SR_RESOURCE_EXHAUSTED,
                   fmt::format("plan: the tables do not fit a memory budget of {} per rank{}, even with every sharded "
-                              "table cached: what stays in memory (data-parallel tables, caches with a load factor "
-                              "of their own) takes it all",
-                              FormatByteSize(budget), reserved > 0 ? " less " + FormatByteSize(reserved) + " reserved" : ""));
+                              "table cached: what stays in memory takes it all (data-parallel tables, caches with a "
+                              "load factor of their own, and each cache's fixed slots: {} ways a set and {} overflow "
+                              "slots for one step's ids; cache_params ways and overflow set them)",
+                              FormatByteSize(budget), reserved > 0 ? " less " + FormatByteSize(reserved) + " reserved" : "",
+                              req.cache_defaults.ways,
+                              req.cache_defaults.overflow > 0 ? req.cache_defaults.overflow : 2 * req.cache_defaults.ways));
   }
   // Four significant digits, rounded down: plans written out stay readable.
   const double scale = std::pow(10.0, 3 - std::floor(std::log10(lf)));

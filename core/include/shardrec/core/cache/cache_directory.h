@@ -53,6 +53,9 @@ class CacheDirectory {
   int64_t capacity() const;
   int64_t set_slots() const;  // sets x ways: what holds rows from batch to batch
   int64_t ways() const;
+  // Its own memory: per slot the bookkeeping, the policy's metadata and
+  // the id index's share.
+  int64_t bytes() const;
 
   struct Move {
     std::vector<int64_t> ids, slots;
