@@ -415,6 +415,9 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
           d.mc.emplace(std::move(prepared));
         } else {
           SR_ASSIGN_OR_RETURN(auto distributed, ebc.DistributeInput(kjt, via));
+          // Cached tables asking for prefetch_pipeline read this batch's
+          // rows from their files while the step thread trains the last.
+          if (pipeline_mode == PipelineMode::kSparseDist) SR_RETURN_IF_ERROR(ebc.tables().Prefetch(distributed));
           d.plain.emplace(std::move(distributed));
         }
         return d;

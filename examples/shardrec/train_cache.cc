@@ -91,7 +91,7 @@ Status PrepareCacheDir(const std::string& dir) {
 
 StatusOr<std::vector<CachedTableStats>> GatherCacheStats(const ProcessGroup& group, const ShardedTables& tables) {
   const auto& plan = tables.layout().plan();
-  constexpr size_t kFields = 10;
+  constexpr size_t kFields = 12;
   std::vector<int64_t> mine(plan.tables.size() * kFields, 0);
   const RankTables& shards = tables.shards();
   for (size_t p = 0; p < shards.size(); ++p) {
@@ -104,9 +104,10 @@ StatusOr<std::vector<CachedTableStats>> GatherCacheStats(const ProcessGroup& gro
       int64_t* f = mine.data() + t * kFields;
       const CacheCounters& c = cache->counters();
       const RowFileCounters& io = cache->file_counters();
+      const auto ahead = cache->prefetch_counters();
       const int64_t add[kFields] = {c.lookups, c.hits, c.misses, c.evictions, c.write_backs, io.rows_read,
                                     io.rows_written, cache->ram_bytes(), shards.piece(p).config.num_embeddings,
-                                    cache->cached_rows()};
+                                    cache->cached_rows(), ahead.staged, ahead.used};
       for (size_t k = 0; k < kFields; ++k) f[k] += add[k];
     }
   }
@@ -121,8 +122,9 @@ StatusOr<std::vector<CachedTableStats>> GatherCacheStats(const ProcessGroup& gro
     CachedTableStats s;
     s.table = table.config.name;
     s.params = table.sharding.cache_params ? CacheParamsToString(*table.sharding.cache_params) : "";
-    int64_t* fields[kFields] = {&s.lookups, &s.hits, &s.misses, &s.evictions, &s.write_backs, &s.rows_read,
-                                &s.rows_written, &s.ram_bytes, &s.rows, &s.cached_rows};
+    int64_t* fields[kFields] = {&s.lookups, &s.hits,  &s.misses,      &s.evictions,  &s.write_backs,
+                                &s.rows_read, &s.rows_written, &s.ram_bytes, &s.rows, &s.cached_rows,
+                                &s.prefetched, &s.prefetch_used};
     for (size_t r = 0; r < world; ++r) {
       const int64_t* f = all.data<int64_t>() + r * mine.size() + t * kFields;
       for (size_t k = 0; k < kFields; ++k) *fields[k] += f[k];
@@ -160,9 +162,13 @@ std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const 
   std::string out = fmt::format("cached tables (rows on files in {}):\n", cache_dir);
   for (const auto& s : stats) {
     out += fmt::format("  {}: hit rate {:.1f}% ({} lookups, {} misses), {} of {} rows in RAM ({}), evictions {} "
-                       "({} written back), file rows read {}, written {}; {}\n",
+                       "({} written back), file rows read {}, written {}{}; {}\n",
                        s.table, 100 * s.hit_rate(), s.lookups, s.misses, s.cached_rows, s.rows,
-                       FormatByteSize(s.ram_bytes), s.evictions, s.write_backs, s.rows_read, s.rows_written, s.params);
+                       FormatByteSize(s.ram_bytes), s.evictions, s.write_backs, s.rows_read, s.rows_written,
+                       s.prefetched > 0 ? fmt::format(" ({} read ahead by the pipeline, {} of them taken)", s.prefetched,
+                                                      s.prefetch_used)
+                                        : "",
+                       s.params);
   }
   int64_t worst = 0;
   for (int64_t b : rss_max) worst = std::max(worst, b);
@@ -181,7 +187,8 @@ nlohmann::json CacheReportJson(const std::vector<CachedTableStats>& stats, const
                             {"evictions", s.evictions},     {"write_backs", s.write_backs},
                             {"file_rows_read", s.rows_read}, {"file_rows_written", s.rows_written},
                             {"ram_bytes", s.ram_bytes},     {"rows", s.rows},
-                            {"cached_rows", s.cached_rows}, {"params", s.params}};
+                            {"cached_rows", s.cached_rows}, {"params", s.params},
+                            {"prefetched_rows", s.prefetched}, {"prefetched_rows_taken", s.prefetch_used}};
   }
   return j;
 }

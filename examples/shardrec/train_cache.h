@@ -50,6 +50,7 @@ struct CachedTableStats {
   int64_t rows_read = 0, rows_written = 0;  // the row files'
   int64_t ram_bytes = 0;                    // the caches' slots and directories
   int64_t rows = 0, cached_rows = 0;
+  int64_t prefetched = 0, prefetch_used = 0;  // rows read ahead (prefetch_pipeline), and taken
   double hit_rate() const { return lookups ? static_cast<double>(hits) / static_cast<double>(lookups) : 0.0; }
 };
 // Collective: every rank's cached pieces, summed per table (plan order).

@@ -8,13 +8,15 @@
 // (cached rows and rows on the file), and a checkpoint's round trip (every
 // row read out, then written straight into a new table's file). The cache
 // holds a fifth of the rows, so most steps evict, write back and read rows
-// from the file.
+// from the file. Two runs prefetch each next batch's rows on a thread
+// while the current batch trains (prefetch_pipeline).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "shardrec/core/host_services.h"
 #include "shardrec/core/modules/embedding_tables.h"
@@ -91,6 +93,7 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
     DataType dtype;
     PoolingType pooling;
     bool weighted;
+    bool prefetch = false;  // each next batch prefetched on a thread while this one trains
   };
   std::vector<Case> cases;
   for (const std::string policy : {"lru", "lfu"}) {
@@ -101,12 +104,14 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
   cases.push_back({"lru", "adagrad,lr=0.2", DataType::kFp16, PoolingType::kSum, false});
   cases.push_back({"lfu", "rowwise_adagrad,lr=0.2", DataType::kFp32, PoolingType::kMean, false});
   cases.push_back({"lru", "adagrad,lr=0.2", DataType::kFp32, PoolingType::kSum, true});
+  cases.push_back({"lru", "adagrad,lr=0.2", DataType::kFp32, PoolingType::kSum, false, true});
+  cases.push_back({"lfu", "adam,lr=0.05", DataType::kFp16, PoolingType::kMean, true, true});
   const std::vector<int64_t> rows = {0, 0, 0}, columns = {0, kDim, 2 * kDim};
   std::vector<int64_t> all(kRows);
   for (int64_t r = 0; r < kRows; ++r) all[static_cast<size_t>(r)] = r;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.policy + " " + c.optimizer + " " + DataTypeName(c.dtype) + " " + PoolingName(c.pooling) +
-                 (c.weighted ? " weighted" : ""));
+                 (c.weighted ? " weighted" : "") + (c.prefetch ? " prefetch" : ""));
     testing::TempDir dir("cached");
     EmbeddingModuleOptions options;
     options.optimizer = OptimizerSpec::Parse(c.optimizer).value();
@@ -114,7 +119,10 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
     const auto tables = Tables(c.dtype, c.pooling, c.weighted);
     auto ref = EmbeddingTables::Create(registry_, tables, options);
     ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-    const CacheParams params{.algorithm = c.policy, .load_factor = 0.2, .ways = 8};
+    // (A prefetching cache stages up to its overflow's rows: 100 keeps
+    // staged rows across steps, so a stale one would be noticed.)
+    const CacheParams params{.algorithm = c.policy, .load_factor = 0.2, .prefetch_pipeline = c.prefetch, .ways = 8,
+                             .overflow = c.prefetch ? 100 : 0};
     auto cached = Cached(tables, options, params, dir.path() / "t0.rows");
     ASSERT_TRUE(cached.ok()) << cached.status().ToString();
     ASSERT_NE(cached->cache(0), nullptr);
@@ -142,6 +150,17 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
       }
       const auto batch = Batch(step, c.weighted);
       looked_up += batch.offset_per_key()[2];
+      // The next batch's rows read ahead while this one trains, as a
+      // pipeline's thread does.
+      std::thread ahead;
+      Status prefetched = Status::Ok();
+      if (c.prefetch) ahead = std::thread([&] { prefetched = cached->Prefetch(Batch(step + 1, c.weighted)); });
+      struct Join {
+        std::thread& t;
+        ~Join() {
+          if (t.joinable()) t.join();
+        }
+      } join{ahead};
       Tensor want = Tensor::Zeros(dtype::kFloat32, {kBatch, 3 * kDim}), got = want.Clone();
       ASSERT_TRUE(ref->Forward(batch, rows, columns, want).ok());
       ASSERT_TRUE(cached->Forward(batch, rows, columns, got).ok());
@@ -154,6 +173,8 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
       }
       ASSERT_TRUE(ref->Backward(batch, rows, columns, Grad(step), step + 1, std::nan("")).ok());
       ASSERT_TRUE(cached->Backward(batch, rows, columns, Grad(step), step + 1, std::nan("")).ok());
+      if (ahead.joinable()) ahead.join();
+      ASSERT_TRUE(prefetched.ok()) << prefetched.ToString();
       if (step == 10) {
         ASSERT_TRUE(cached->Flush().ok());
       }
@@ -166,6 +187,12 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
     EXPECT_EQ(cache.counters().hits + cache.counters().misses, looked_up);
     EXPECT_GT(cache.counters().evictions, 0);
     EXPECT_GT(cache.file_counters().rows_read, 0) << "rows came back from the file";
+    if (c.prefetch) {
+      EXPECT_GT(cache.prefetch_counters().staged, 0);
+      EXPECT_GT(cache.prefetch_counters().used, 0) << "batches took rows a prefetch read";
+    } else {
+      EXPECT_EQ(cache.prefetch_counters().staged, 0);
+    }
     for (int32_t t : {0, 1}) {
       EXPECT_TRUE(SameBytes(cached->ReadWeights(t).value(), ref->ReadWeights(t).value())) << "weights of t" << t;
       EXPECT_TRUE(SameBytes(cached->ReadState(t).value(), ref->ReadState(t).value())) << "state of t" << t;

@@ -101,6 +101,18 @@ with tempfile.TemporaryDirectory(prefix="shardrec-train-cache-") as tmp:
                and j["verify"]["ok"] and j["verify"]["max_abs_diff_weights"] == 0
                and j["verify"]["max_abs_diff_optimizer_state"] == 0, p.stdout[-3000:] + p.stderr)
 
+    # 1c. prefetch_pipeline: the pipeline's thread reads each next batch's
+    # rows from the file while the step thread trains; nothing changes.
+    p = train(cache, "--memory-budget", "400KiB", "--cache-params", "prefetch_pipeline=true,algorithm=lfu",
+              "--pipeline", "sparse_dist", "--verify", "--json", "--sharder", "row_wise",
+              steps=20)
+    j = report(p)
+    c = (j or {}).get("cache", {}).get("tables", {}).get("t0", {})
+    expect("prefetch_pipeline reads rows ahead and the run is unchanged",
+           p.returncode == 0 and j["pipeline"] == "sparse_dist" and c.get("prefetched_rows", 0) > 0
+           and c.get("prefetched_rows_taken", 0) > 0 and j["verify"]["ok"] and j["verify"]["max_abs_diff_weights"] == 0
+           and j["verify"]["max_abs_diff_optimizer_state"] == 0, (p.stdout + p.stderr)[-3000:])
+
     # 2. A plan file's fused_ssd_caching and cache_params; text report.
     plan = d("plan.json")
     with open(plan, "w") as f:

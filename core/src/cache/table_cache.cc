@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -22,6 +24,19 @@ struct TableCache::State {
   CacheDirectory dir;
   RowFile file;
   int64_t dim = 0, weight_bytes = 0, row_bytes = 0;
+  // Prefetch's staging: row id -> its place in `staged_rows`.
+  mutable std::mutex mu;  // Prefetch against everything else
+  std::unordered_map<int64_t, size_t> staged;
+  std::vector<std::byte> staged_rows;
+  int64_t staged_limit = 0;  // rows; about one step's
+  PrefetchCounters prefetch;
+
+  // A row whose copy on the file changes: its staged copy is stale.
+  void Unstage(std::span<const int64_t> ids) {
+    if (staged.empty()) return;
+    for (int64_t id : ids) staged.erase(id);
+    if (staged.empty()) staged_rows.clear();
+  }
 
   State(EmbeddingTableConfig c, CachedRowFormat f, TableCacheSpec s, CacheDirectory d, RowFile r)
       : config(std::move(c)), format(f), spec(std::move(s)), dir(std::move(d)), file(std::move(r)) {}
@@ -77,7 +92,7 @@ struct TableCache::State {
 
   // Rows `ids` not in a slot, as whole rows (n x row_bytes): from the file
   // when written, else drawn with a fresh (zero) optimizer state.
-  Status Fetch(std::span<const int64_t> ids, std::vector<std::byte>& rows) const {
+  Status Fetch(std::span<const int64_t> ids, std::vector<std::byte>& rows) {
     rows.assign(ids.size() * static_cast<size_t>(row_bytes), std::byte{0});
     std::vector<int64_t> written, drawn;
     std::vector<size_t> written_at, drawn_at;
@@ -86,10 +101,24 @@ struct TableCache::State {
       (on_file ? written : drawn).push_back(ids[i]);
       (on_file ? written_at : drawn_at).push_back(i);
     }
-    std::vector<std::byte> buf(written.size() * static_cast<size_t>(row_bytes));
-    SR_RETURN_IF_ERROR(file.Read(written, buf.data()));
+    // Staged rows (a prefetch read them) first, then the file.
+    std::vector<int64_t> unstaged;
+    std::vector<size_t> unstaged_at;
     for (size_t k = 0; k < written.size(); ++k) {
-      std::memcpy(rows.data() + written_at[k] * static_cast<size_t>(row_bytes), buf.data() + k * static_cast<size_t>(row_bytes),
+      const auto it = staged.find(written[k]);
+      if (it == staged.end()) {
+        unstaged.push_back(written[k]);
+        unstaged_at.push_back(written_at[k]);
+        continue;
+      }
+      std::memcpy(rows.data() + written_at[k] * static_cast<size_t>(row_bytes), staged_rows.data() + it->second,
+                  static_cast<size_t>(row_bytes));
+      ++prefetch.used;
+    }
+    std::vector<std::byte> buf(unstaged.size() * static_cast<size_t>(row_bytes));
+    SR_RETURN_IF_ERROR(file.Read(unstaged, buf.data()));
+    for (size_t k = 0; k < unstaged.size(); ++k) {
+      std::memcpy(rows.data() + unstaged_at[k] * static_cast<size_t>(row_bytes), buf.data() + k * static_cast<size_t>(row_bytes),
                   static_cast<size_t>(row_bytes));
     }
     if (drawn.empty()) return Status::Ok();
@@ -110,6 +139,7 @@ struct TableCache::State {
     SR_RETURN_IF_ERROR(slots.Read(m.slots, &w, StateOrNull(st)));
     std::vector<std::byte> buf(static_cast<size_t>(n * row_bytes));
     Pack(w, st, buf.data(), n);
+    Unstage(m.ids);
     return file.Write(m.ids, buf.data());
   }
 
@@ -183,6 +213,7 @@ StatusOr<TableCache> TableCache::Create(CacheDirectory directory, const Embeddin
   s->dim = table.embedding_dim;
   s->weight_bytes = weight_bytes;
   s->row_bytes = file_spec.row_bytes;
+  s->staged_limit = s->dir.capacity() - s->dir.set_slots();  // the overflow: one step's ids
   return TableCache(std::move(s));
 }
 
@@ -193,8 +224,39 @@ const CacheParams& TableCache::params() const { return s_->spec.params; }
 const std::filesystem::path& TableCache::file() const { return s_->file.path(); }
 const CacheCounters& TableCache::counters() const { return s_->dir.counters(); }
 const RowFileCounters& TableCache::file_counters() const { return s_->file.counters(); }
+TableCache::PrefetchCounters TableCache::prefetch_counters() const {
+  std::lock_guard lock(s_->mu);
+  return s_->prefetch;
+}
+
+Status TableCache::Prefetch(std::span<const int64_t> ids) {
+  std::lock_guard lock(s_->mu);
+  State& s = *s_;
+  if (static_cast<int64_t>(s.staged.size()) > s.staged_limit) {
+    s.staged.clear();
+    s.staged_rows.clear();
+  }
+  std::vector<int64_t> wanted;
+  for (int64_t id : ids) {
+    if (id < 0 || id >= s.config.num_embeddings || !s.file.Written(id) || s.staged.count(id) != 0) continue;
+    if (s.dir.SlotOf(id) >= 0) continue;  // cached: its slot is the truth
+    s.staged.emplace(id, 0);  // placed below
+    wanted.push_back(id);
+  }
+  if (wanted.empty()) return Status::Ok();
+  const size_t at = s.staged_rows.size(), rb = static_cast<size_t>(s.row_bytes);
+  s.staged_rows.resize(at + wanted.size() * rb);
+  if (Status read = s.file.Read(wanted, s.staged_rows.data() + at); !read.ok()) {
+    s.Unstage(wanted);
+    return read;
+  }
+  for (size_t k = 0; k < wanted.size(); ++k) s.staged[wanted[k]] = at + k * rb;
+  s.prefetch.staged += static_cast<int64_t>(wanted.size());
+  return Status::Ok();
+}
 
 Status TableCache::Assign(std::span<int64_t> ids, const CacheSlots& slots) {
+  std::lock_guard lock(s_->mu);
   auto assigned = s_->dir.Assign(ids);
   if (!assigned.ok()) return assigned.status().WithContext("table '" + s_->config.name + "'");
   auto& plan = assigned.value();
@@ -206,6 +268,7 @@ Status TableCache::Assign(std::span<int64_t> ids, const CacheSlots& slots) {
 }
 
 Status TableCache::Find(std::span<int64_t> ids) const {
+  std::lock_guard lock(s_->mu);
   for (int64_t& id : ids) {
     const int64_t slot = s_->dir.SlotOf(id);
     if (slot < 0) {
@@ -217,20 +280,26 @@ Status TableCache::Find(std::span<int64_t> ids) const {
   return Status::Ok();
 }
 
-void TableCache::MarkDirty(std::span<const int64_t> slots) { s_->dir.MarkDirty(slots); }
+void TableCache::MarkDirty(std::span<const int64_t> slots) {
+  std::lock_guard lock(s_->mu);
+  s_->dir.MarkDirty(slots);
+}
 
 Status TableCache::Flush(const CacheSlots& slots) {
+  std::lock_guard lock(s_->mu);
   SR_RETURN_IF_ERROR(s_->Save(s_->dir.TakeDirty(), slots));
   return s_->file.Sync();
 }
 
 Status TableCache::Purge(const CacheSlots& slots) {
   SR_RETURN_IF_ERROR(Flush(slots));
+  std::lock_guard lock(s_->mu);
   s_->dir.Clear();
   return Status::Ok();
 }
 
 Status TableCache::ReadRows(std::span<const int64_t> rows, Tensor* weights, Tensor* state, const CacheSlots& slots) {
+  std::lock_guard lock(s_->mu);
   SR_RETURN_IF_ERROR(s_->CheckRows(rows));
   if (s_->state_dim() == 0) state = nullptr;
   if (weights == nullptr && state == nullptr) return Status::Ok();
@@ -270,6 +339,7 @@ Tensor* Gather(const Tensor* t, const std::vector<size_t>& at, Tensor& out) {
 
 Status TableCache::WriteRows(std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
                              const CacheSlots& slots) {
+  std::lock_guard lock(s_->mu);
   SR_RETURN_IF_ERROR(s_->CheckRows(rows));
   if (s_->state_dim() == 0) state = nullptr;
   if (weights == nullptr && state == nullptr) return Status::Ok();
@@ -299,10 +369,12 @@ Status TableCache::WriteRows(std::span<const int64_t> rows, const Tensor* weight
                   static_cast<size_t>(s_->state_dim()) * 4);
     }
   }
+  s_->Unstage(split.other_rows);
   return s_->file.Write(split.other_rows, buf.data());
 }
 
 Status TableCache::ResetRows(std::span<const int64_t> rows, const CacheSlots& slots) {
+  std::lock_guard lock(s_->mu);
   SR_RETURN_IF_ERROR(s_->CheckRows(rows));
   const auto split = s_->SplitRows(rows);
   if (!split.cached_slots.empty()) {
@@ -316,6 +388,7 @@ Status TableCache::ResetRows(std::span<const int64_t> rows, const CacheSlots& sl
     s_->dir.MarkDirty(split.cached_slots);
   }
   // The others read as never written: drawn afresh when next fetched.
+  s_->Unstage(split.other_rows);
   return s_->file.Forget(split.other_rows);
 }
 

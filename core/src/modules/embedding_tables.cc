@@ -149,6 +149,24 @@ Status EmbeddingTables::Flush() const {
   return Status::Ok();
 }
 
+Status EmbeddingTables::Prefetch(const KeyedJaggedTensor& features) const {
+  if (!caches_) return Status::Ok();
+  if (static_cast<size_t>(features.num_keys()) != features_.size()) {
+    return InternalError("prefetch: the features disagree with the table group");
+  }
+  const auto offsets = features.offset_per_key();
+  for (size_t t = 0; t < caches_->tables.size(); ++t) {
+    if (!caches_->tables[t] || !caches_->tables[t]->params().prefetch_pipeline) continue;
+    std::vector<int64_t> ids;
+    for (size_t f = 0; f < features_.size(); ++f) {
+      if (static_cast<size_t>(features_[f].table) != t) continue;
+      ids.insert(ids.end(), features.values().begin() + offsets[f], features.values().begin() + offsets[f + 1]);
+    }
+    SR_RETURN_IF_ERROR(caches_->tables[t]->Prefetch(ids));
+  }
+  return Status::Ok();
+}
+
 Status EmbeddingTables::Purge() const {
   if (!caches_) return Status::Ok();
   caches_->last_slots.reset();  // the slots it names are gone

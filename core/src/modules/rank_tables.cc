@@ -85,6 +85,17 @@ Status RankTables::Purge() const {
   return Status::Ok();
 }
 
+Status RankTables::Prefetch(const KeyedJaggedTensor& kjt) const {
+  for (const Group& g : groups_) {
+    if (!g.tables.any_cached()) continue;
+    std::vector<std::string> names;
+    for (size_t k : g.keys) names.push_back(keys_[k]);
+    SR_ASSIGN_OR_RETURN(auto selected, kjt.Select(names));
+    SR_RETURN_IF_ERROR(g.tables.Prefetch(selected));
+  }
+  return Status::Ok();
+}
+
 template <class Call>
 Status RankTables::ForEachGroup(const KeyedJaggedTensor& kjt, const std::vector<int64_t>& rows,
                                  const std::vector<int64_t>& cols, Call&& call) const {

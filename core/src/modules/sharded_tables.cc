@@ -120,6 +120,11 @@ StatusOr<ShardedTables> ShardedTables::Create(const PluginRegistry& registry, co
   return ShardedTables(std::move(layout), group, std::move(shards), std::move(replicas), options, with_weights);
 }
 
+Status ShardedTables::Prefetch(const DistributedInput& in) const {
+  if (in.rows_pending || !layout_.any_sharded()) return Status::Ok();
+  return shards_.Prefetch(in.received);
+}
+
 Status ShardedTables::Flush() const {
   SR_RETURN_IF_ERROR(shards_.Flush());
   return replicas_.Flush();

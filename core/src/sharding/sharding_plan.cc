@@ -108,10 +108,13 @@ int64_t ShardBytes(const sr_shard& s, const EmbeddingTableConfig& t, int64_t ele
 }
 
 // Rows a cached shard keeps in RAM at load factor `lf`: its share, whole
-// sets of the directory, and the overflow slots (cache_directory.h).
+// sets of the directory, the overflow slots (cache_directory.h), and a
+// prefetch's staging.
 int64_t CachedSlots(int64_t rows, const CacheParams& c, double lf) {
   const auto share = static_cast<int64_t>(std::ceil(lf * static_cast<double>(rows)));
-  return std::min(rows, share) + c.ways + (c.overflow > 0 ? c.overflow : 2 * c.ways);
+  const int64_t overflow = c.overflow > 0 ? c.overflow : 2 * c.ways;
+  // A prefetching cache stages up to another step's rows.
+  return std::min(rows, share) + c.ways + overflow * (c.prefetch_pipeline ? 2 : 1);
 }
 
 // A shard's bytes in RAM: all of it, or a cached table's cache of it.

@@ -14,7 +14,15 @@
 // is replaced) and removed with the table. What a run keeps is its
 // checkpoint, which flushes the cache and streams rows out, and loads
 // rows straight into a new table's file.
-// Not thread-safe (as EmbeddingTables).
+//
+// Prefetch (cache_params prefetch_pipeline): a pipeline's thread reads the
+// next batch's rows that are on the file and not cached into a staging
+// area while this batch trains; that batch's Assign then takes them from
+// there instead of the file. A staged row is dropped when its row on the
+// file changes (a write-back, a write, a reset), so what Assign takes is
+// always the file's row.
+// Thread-safety: Prefetch may run on another thread than the other calls
+// (they share a lock); the other calls must not overlap each other.
 #pragma once
 
 #include <filesystem>
@@ -76,6 +84,16 @@ class TableCache {
   // Per id looked up: an id repeated within a batch is a hit after its first.
   const CacheCounters& counters() const;
   const RowFileCounters& file_counters() const;
+  // Rows a Prefetch read from the file, and how many an Assign then took.
+  struct PrefetchCounters {
+    int64_t staged = 0, used = 0;
+  };
+  PrefetchCounters prefetch_counters() const;
+
+  // The next batch's ids of this table (out-of-range ids are skipped):
+  // those on the file and not cached are read into the staging area, which
+  // holds at most about one step of rows (older staged rows are dropped).
+  Status Prefetch(std::span<const int64_t> ids);
 
   // One batch's ids of this table (each in range), in place into slots:
   // dirty victims written back, misses loaded (read, or drawn).

@@ -85,6 +85,11 @@ class EmbeddingTables {
   // purge() (flush, then an empty cache). No-ops without cached tables.
   Status Flush() const;
   Status Purge() const;
+  // The next batch's features (as for Forward): each cached table whose
+  // cache_params ask for prefetch_pipeline reads its rows that are on file
+  // and not cached into its staging area (TableCache::Prefetch). The one
+  // call that may run on another thread while this object trains.
+  Status Prefetch(const KeyedJaggedTensor& features) const;
 
   // Whole tables: weights [rows, dim] in the table's dtype; optimizer
   // state float32 [rows, state_dim]. Writes validate shape and dtype.

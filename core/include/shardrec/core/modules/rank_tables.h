@@ -42,6 +42,8 @@ class RankTables {
   // Every cached piece's flush() / purge() (EmbeddingTables::Flush).
   Status Flush() const;
   Status Purge() const;
+  // EmbeddingTables::Prefetch over every group; `kjt` has keys() in order.
+  Status Prefetch(const KeyedJaggedTensor& kjt) const;
 
   // `kjt` has keys() in order; rows/cols per key place the results (see
   // EmbeddingTables::Forward).

@@ -107,6 +107,12 @@ class ShardedTables {
   // Local: every cached table's changed rows onto its file (checkpoints
   // call it before they read rows).
   Status Flush() const;
+  // Local: the rows of `in` (this module's DistributeInput of the next
+  // batch) that cached tables asking for prefetch_pipeline hold on their
+  // files, read ahead (EmbeddingTables::Prefetch). May run on a pipeline's
+  // thread while the step thread trains the current batch. Ids not yet
+  // remapped to rows (rows_pending) are skipped.
+  Status Prefetch(const DistributedInput& in) const;
 
  private:
   ShardedTables(ShardLayout layout, const ProcessGroup& group, RankTables shards, RankTables replicas,
