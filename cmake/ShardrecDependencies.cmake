@@ -21,6 +21,16 @@ add_library(shardrec_xxhash INTERFACE)
 target_include_directories(shardrec_xxhash SYSTEM INTERFACE ${XXHASH_INCLUDE_DIR})
 target_link_libraries(shardrec_xxhash INTERFACE ${XXHASH_LIBRARY})
 
+# Tables larger than memory: row files through io_uring (liburing-dev)
+# when present; without it, or where the kernel refuses io_uring, a pool of
+# pread/pwrite threads moves the rows (core/src/cache/uring_io.h).
+pkg_check_modules(LIBURING IMPORTED_TARGET liburing)
+if(LIBURING_FOUND)
+  message(STATUS "shardrec: row files use io_uring (liburing ${LIBURING_VERSION})")
+else()
+  message(STATUS "shardrec: liburing not found (apt-get install liburing-dev): row files use a pool of I/O threads")
+endif()
+
 # Redis rendezvous across hosts: hiredis, the client Debian's Gloo links too.
 find_path(HIREDIS_INCLUDE_DIR hiredis/hiredis.h REQUIRED)
 find_library(HIREDIS_LIBRARY hiredis REQUIRED)

@@ -24,6 +24,7 @@ main_packages=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgloo-dev libhiredis-dev
   libxxhash-dev     # checkpoint checksums
+  liburing-dev      # tables larger than memory: row files through io_uring
   zlib1g-dev        # gzip click logs
   libopenblas-dev pkg-config  # the dense layers' matrix products
   libbenchmark-dev  # `shardrec bench abi`

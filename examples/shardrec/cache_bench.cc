@@ -86,7 +86,8 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
     std::filesystem::remove(file, ec);
     const int64_t row_bytes = c.dim * 4 * 2;  // weights and Adagrad-sized state
     auto probe = [&]() -> StatusOr<double> {
-      SR_ASSIGN_OR_RETURN(auto f, RowFile::Create(file, {c.rows, row_bytes, "bench cache probe", c.io_threads}));
+      SR_ASSIGN_OR_RETURN(auto f, RowFile::Create(file, {c.rows, row_bytes, "bench cache probe", c.io_threads, c.io}));
+      result.io_backend = f.io_backend();
       constexpr int64_t kChunk = 1 << 14;
       std::vector<std::byte> buf(static_cast<size_t>(std::max(kChunk, c.batch) * row_bytes), std::byte{1});
       std::vector<int64_t> rows_of;
@@ -121,6 +122,7 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
       params.algorithm_options = policy.options;
       params.load_factor = lf;
       params.io_threads = c.io_threads;
+      params.io = c.io;
       params.ways = c.ways;
       // One step's ids fit whatever the sets hold.
       params.overflow = c.batch;

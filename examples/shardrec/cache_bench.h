@@ -29,6 +29,7 @@ struct CacheBenchConfig {
   std::string optimizer = "adagrad";
   std::filesystem::path dir;  // where the row files go (each removed after its run)
   int io_threads = 8;
+  std::string io = "auto";  // the row files' way to move rows (RowFileSpec::io)
   int64_t ways = 32;  // slots per set of the cache
 };
 
@@ -46,6 +47,7 @@ struct CacheBenchResult {
   // The disk's limit for misses: random rows of a full row file of the
   // same size, read in batches of the steps' distinct ids, rows/s.
   double probe_rows_per_s = 0;
+  std::string io_backend;  // what moved the rows: io_uring, or threads (and why)
   std::vector<CacheBenchRun> runs;
 };
 

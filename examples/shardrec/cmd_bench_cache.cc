@@ -62,7 +62,11 @@ int RunBenchCache(const std::vector<std::string>& args) {
       ("ways", po::value(&c.ways)->default_value(c.ways),
        "slots per set of the cache (1..1024): a row may sit only in its set's ways, so a set's own popular rows "
        "compete even when the cache has room elsewhere; more ways, fewer such misses")
-      ("io-threads", po::value(&c.io_threads)->default_value(c.io_threads), "reads and writes in flight (1..256)");
+      ("io-threads", po::value(&c.io_threads)->default_value(c.io_threads),
+       "reads and writes in flight (1..256), when a pool of threads moves the rows")
+      ("io", po::value(&c.io)->default_value(c.io),
+       "how the row files move rows: auto (= threads), threads (a pool of --io-threads), io_uring (one ring, "
+       "through liburing; refused, saying why, where it cannot be used)");
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("bench cache", args, desc, nullptr, &vm, &code,
@@ -152,9 +156,16 @@ int RunBenchCache(const std::vector<std::string>& args) {
   if (g.json) {
     nlohmann::json j = {{"ids", c.ids.size()}, {"rows", c.rows}, {"dim", c.dim}, {"batch", c.batch},
                         {"optimizer", c.optimizer}, {"memory_ids_per_s", memory},
-                        {"probe_rows_per_s", r->probe_rows_per_s},
+                        {"probe_rows_per_s", r->probe_rows_per_s}, {"io", r->io_backend},
                         {"cacheability", stats->cacheability()}, {"expected_lookups", stats->expected_lookups()},
-                        {"lookups", stats->lookups()}, {"runs", nlohmann::json::array()}};
+                        {"lookups", stats->lookups()}, {"runs", nlohmann::json::array()},
+                        {"expected_curve", nlohmann::json::array()}};
+    // The fully associative LRU's miss rate at 101 load factors: the curve
+    // the runs are drawn against (scripts/plot_cache_curve.py).
+    for (int k = 0; k <= 100; ++k) {
+      const double lf = k / 100.0;
+      j["expected_curve"].push_back({lf, stats->expected_miss_rate(lf)});
+    }
     for (const auto& run : r->runs) {
       j["runs"].push_back({{"policy", run.policy}, {"load_factor", run.load_factor}, {"cached_rows", run.cached_rows},
                            {"hit_rate", run.hit_rate}, {"misses", run.misses}, {"miss_rate", miss_rate(run)},
@@ -171,9 +182,9 @@ int RunBenchCache(const std::vector<std::string>& args) {
   std::printf("\n");
   // At low hit rates a run is bound by its misses' reads: rows read per
   // second of the run against the probe's.
-  std::printf("random-read probe (a full row file of the same size, random rows in steps of %lld): %.3f M rows/s; "
-              "each run's misses read / s over it:",
-              static_cast<long long>(c.batch), r->probe_rows_per_s / 1e6);
+  std::printf("random-read probe (a full row file of the same size, random rows in steps of %lld, by %s): "
+              "%.3f M rows/s; each run's misses read / s over it:",
+              static_cast<long long>(c.batch), r->io_backend.c_str(), r->probe_rows_per_s / 1e6);
   for (const auto& run : r->runs) {
     const double seconds = static_cast<double>(c.ids.size()) / run.ids_per_s;
     std::printf(" %s@%.3g %.2f", run.policy.c_str(), run.load_factor,

@@ -121,6 +121,7 @@ struct RankResult {
   std::map<std::string, std::string> mc_dist;  // per table: "fused", or "separate: why"
   std::vector<CachedTableStats> cache_stats;    // the plan's cached tables
   std::vector<int64_t> rss_max;                 // per rank: its process's largest RSS sample in the steps
+  std::string cache_io;                         // what moves this rank's cached rows
   std::string output_dist;
   struct Verify {
     Diff output, weights, state;
@@ -549,6 +550,7 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   rss.Stop();
   SR_ASSIGN_OR_RETURN(result.rss_max, AllGatherValues(group, rss.max_bytes()));
   SR_ASSIGN_OR_RETURN(result.cache_stats, GatherCacheStats(group, ebc.tables()));
+  result.cache_io = CacheIoBackend(ebc.tables());
   SR_ASSIGN_OR_RETURN(auto ns_per_rank, AllGatherValues(group, static_cast<int64_t>(my_seconds * 1e9)));
   for (int64_t n : ns_per_rank) {
     result.rank_seconds.push_back(static_cast<double>(n) * 1e-9);
@@ -777,7 +779,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                                          {"occupancy", s.occupancy()}, {"dist", r.mc_dist.at(table)}};
       }
     }
-    if (!r.cache_stats.empty()) j["cache"] = CacheReportJson(r.cache_stats, r.rss_max, f.cache.budget_bytes, f.cache.cache_dir);
+    if (!r.cache_stats.empty()) j["cache"] = CacheReportJson(r.cache_stats, r.rss_max, f.cache.budget_bytes, f.cache.cache_dir, r.cache_io);
     if (r.verify) {
       const auto& v = *r.verify;
       j["verify"] = {{"max_abs_diff_output", v.output.abs}, {"max_abs_diff_weights", v.weights.abs},
@@ -831,7 +833,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                          r.mc_dist.at(table) == "fused" ? "fused into the input dist" : r.mc_dist.at(table));
     }
   }
-  out += FormatCacheReport(r.cache_stats, r.rss_max, f.cache.budget_bytes, f.cache.cache_dir);
+  out += FormatCacheReport(r.cache_stats, r.rss_max, f.cache.budget_bytes, f.cache.cache_dir, r.cache_io);
   for (const auto& c : r.saved) {
     out += fmt::format("checkpoint {}: {} in {:.2f} s ({}B/s){}\n", c.dir, FormatByteSize(c.bytes), c.seconds,
                        Rate(static_cast<double>(c.bytes) / std::max(c.seconds, 1e-9)),

@@ -134,6 +134,13 @@ StatusOr<std::vector<CachedTableStats>> GatherCacheStats(const ProcessGroup& gro
   return out;
 }
 
+std::string CacheIoBackend(const ShardedTables& tables) {
+  for (size_t p = 0; p < tables.shards().size(); ++p) {
+    if (const TableCache* cache = tables.shards().cache(p)) return cache->io_backend();
+  }
+  return "";
+}
+
 void RssSampler::Start() {
   Stop();
   stop_ = false;
@@ -157,12 +164,13 @@ void RssSampler::Stop() {
 }
 
 std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const std::vector<int64_t>& rss_max,
-                              int64_t budget_bytes, const std::string& cache_dir) {
+                              int64_t budget_bytes, const std::string& cache_dir, const std::string& io) {
   if (stats.empty()) return "";
-  std::string out = fmt::format("cached tables (rows on files in {}):\n", cache_dir);
+  std::string out = fmt::format("cached tables (rows on files in {}{}):\n", cache_dir,
+                                io.empty() ? "" : ", moved by " + io);
   for (const auto& s : stats) {
     out += fmt::format("  {}: hit rate {:.1f}% ({} lookups, {} misses), {} of {} rows in RAM ({}), evictions {} "
-                       "({} written back), file rows read {}, written {}{}; {}\n",
+                       "(rows written back {}), file rows read {}, written {}{}; {}\n",
                        s.table, 100 * s.hit_rate(), s.lookups, s.misses, s.cached_rows, s.rows,
                        FormatByteSize(s.ram_bytes), s.evictions, s.write_backs, s.rows_read, s.rows_written,
                        s.prefetched > 0 ? fmt::format(" ({} read ahead by the pipeline, {} of them taken)", s.prefetched,
@@ -178,8 +186,8 @@ std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const 
 }
 
 nlohmann::json CacheReportJson(const std::vector<CachedTableStats>& stats, const std::vector<int64_t>& rss_max,
-                               int64_t budget_bytes, const std::string& cache_dir) {
-  nlohmann::json j = {{"dir", cache_dir}, {"memory_budget_per_rank", budget_bytes},
+                               int64_t budget_bytes, const std::string& cache_dir, const std::string& io) {
+  nlohmann::json j = {{"dir", cache_dir}, {"io", io}, {"memory_budget_per_rank", budget_bytes},
                       {"rss_max_bytes_per_rank", rss_max}, {"tables", nlohmann::json::object()}};
   for (const auto& s : stats) {
     j["tables"][s.table] = {{"lookups", s.lookups},         {"hits", s.hits},

@@ -55,6 +55,8 @@ struct CachedTableStats {
 };
 // Collective: every rank's cached pieces, summed per table (plan order).
 StatusOr<std::vector<CachedTableStats>> GatherCacheStats(const ProcessGroup& group, const ShardedTables& tables);
+// What moves this rank's cached pieces' rows ("8 threads", "io_uring"), or "".
+std::string CacheIoBackend(const ShardedTables& tables);
 
 // The process's resident memory, sampled every `period_ms` on a thread of
 // its own from Start() to Stop(): the largest sample, and how many.
@@ -76,8 +78,8 @@ class RssSampler {
 
 // The report's lines (text) and object (--json).
 std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const std::vector<int64_t>& rss_max,
-                              int64_t budget_bytes, const std::string& cache_dir);
+                              int64_t budget_bytes, const std::string& cache_dir, const std::string& io);
 nlohmann::json CacheReportJson(const std::vector<CachedTableStats>& stats, const std::vector<int64_t>& rss_max,
-                               int64_t budget_bytes, const std::string& cache_dir);
+                               int64_t budget_bytes, const std::string& cache_dir, const std::string& io);
 
 }  // namespace shardrec::cli

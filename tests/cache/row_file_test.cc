@@ -4,7 +4,9 @@
 // map of written rows, and every file that cannot be trusted is refused
 // by name: a writer killed after a change (SIGKILL in a child process),
 // another table's spec, a corrupt or truncated header, a file that is not
-// a row file, and an existing path on Create.
+// a row file, and an existing path on Create. The round trip runs on the
+// pool of threads and through io_uring (skipped, saying why, where io_uring
+// cannot be used).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -24,8 +26,9 @@ namespace {
 
 constexpr int64_t kRowBytes = 40;
 
-RowFileSpec Spec(int64_t rows = 5000, std::string description = "t0: 6 x float32 + 4 x float32 state") {
-  return {rows, kRowBytes, std::move(description), 4};
+RowFileSpec Spec(int64_t rows = 5000, std::string description = "t0: 6 x float32 + 4 x float32 state",
+                 std::string io = "threads") {
+  return {rows, kRowBytes, std::move(description), 4, std::move(io)};
 }
 
 // Row r's bytes at version v: distinct for every (r, v).
@@ -47,9 +50,20 @@ void ExpectRows(const RowFile& f, std::span<const int64_t> rows, const std::vect
   }
 }
 
-TEST(RowFile, ScatteredWritesAndReadsRoundTripAndReopenAfterSync) {
+// Every test but this one runs on the pool of threads; this one also
+// through io_uring, where this build and the kernel allow it.
+class RowFileIo : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RowFileIo, ScatteredWritesAndReadsRoundTripAndReopenAfterSync) {
   testing::TempDir dir("rowfile");
   const auto path = dir.path() / "t0.rows";
+  const std::string io = GetParam();
+  auto Spec = [&io]() { return shardrec::Spec(5000, "t0: 6 x float32 + 4 x float32 state", io); };
+  if (io == "io_uring") {
+    auto probe = RowFile::Create(dir.path() / "probe.rows", Spec());
+    if (!probe.ok()) GTEST_SKIP() << "io_uring cannot be used here: " << probe.status().message();
+    EXPECT_EQ(probe->io_backend(), "io_uring");
+  }
   std::vector<int64_t> rows(3000);
   std::iota(rows.begin(), rows.begin() + 1500, 100);  // one run longer than IOV_MAX (1024)
   std::mt19937_64 rng(3);
@@ -89,10 +103,17 @@ TEST(RowFile, ScatteredWritesAndReadsRoundTripAndReopenAfterSync) {
   }
   ExpectRows(*f, some, Bytes(some, 1));
   EXPECT_EQ(f->counters().rows_read, static_cast<int64_t>(some.size()));
+  EXPECT_EQ(f->io_backend(), io == "threads" ? "4 threads" : "io_uring");
 }
+
+INSTANTIATE_TEST_SUITE_P(Io, RowFileIo, ::testing::Values("threads", "io_uring"));
 
 TEST(RowFile, BadRowsAreRefusedByName) {
   testing::TempDir dir("rowfile");
+  auto io = RowFile::Create(dir.path() / "io.rows", Spec(10, "x", "dma"));
+  ASSERT_FALSE(io.ok());
+  EXPECT_NE(io.status().message().find("io 'dma' is not auto, io_uring or threads"), std::string::npos)
+      << io.status().message();
   auto f = RowFile::Create(dir.path() / "t.rows", Spec(10));
   ASSERT_TRUE(f.ok());
   std::vector<std::byte> buf(kRowBytes);

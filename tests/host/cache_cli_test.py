@@ -92,6 +92,21 @@ with tempfile.TemporaryDirectory() as d:
         for x in j["runs"]:
             expect(f"{x['policy']}@{x['load_factor']}: misses per lookup", abs(x["miss_rate"] - x["misses"] / j["lookups"])
                    < 1e-9, str(x))
+        curve = j["expected_curve"]
+        expect("the expected curve: 101 load factors, from 1.0 at 0 down to 0.0 at 1, never rising",
+               len(curve) == 101 and curve[0] == [0, 1] and curve[-1] == [1, 0]
+               and all(a[1] >= b[1] for a, b in zip(curve, curve[1:])), str(curve[:3]))
+        # The picture docs/cache.md shows, from this JSON.
+        doc = os.path.join(d, "cache.json")
+        with open(doc, "w") as f:
+            f.write(r.stdout.strip().splitlines()[-1])
+        plot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "plot_cache_curve.py")
+        png = os.path.join(d, "cache.png")
+        p = subprocess.run([sys.executable, plot, doc, "-o", png], capture_output=True, text=True, timeout=100)
+        if "matplotlib is not importable" in p.stderr:
+            print("note: matplotlib is missing; the plot did not run")
+        else:
+            expect("plot_cache_curve draws it", p.returncode == 0 and os.path.getsize(png) > 1000, p.stdout + p.stderr)
 
     if third_party and os.path.exists(third_party):
         r = run("--ids", ids, "--load-factors", "0.05", "--policies", "lru," + third_party, "--batch", "512",

@@ -53,12 +53,17 @@ Status SetCacheParam(CacheParams& p, const std::string& key, const std::string& 
   } else if (key == "io_threads") {
     SR_ASSIGN_OR_RETURN(const int64_t n, Integer(value, what, 1, 256));
     p.io_threads = static_cast<int>(n);
+  } else if (key == "io") {
+    if (value != "auto" && value != "io_uring" && value != "threads") {
+      return InvalidArgumentError(fmt::format("{} '{}': expected auto, io_uring or threads", what, value));
+    }
+    p.io = value;
   } else if (key.starts_with("algorithm.")) {
     p.algorithm_options.Set(key.substr(10), value);
   } else {
     return InvalidArgumentError(where + ": unknown cache parameter '" + key +
                                 "' (algorithm, load_factor, reserved_memory, precision, prefetch_pipeline, ways, "
-                                "overflow, io_threads, algorithm.OPTION)");
+                                "overflow, io_threads, io, algorithm.OPTION)");
   }
   return Status::Ok();
 }
@@ -91,6 +96,7 @@ std::string CacheParamsToString(const CacheParams& p) {
   if (p.ways != d.ways) out += fmt::format(",ways={}", p.ways);
   if (p.overflow != d.overflow) out += fmt::format(",overflow={}", p.overflow);
   if (p.io_threads != d.io_threads) out += fmt::format(",io_threads={}", p.io_threads);
+  if (p.io != d.io) out += ",io=" + p.io;
   return out;
 }
 

@@ -22,6 +22,8 @@
 
 #include <fmt/format.h>
 
+#include "uring_io.h"
+
 namespace shardrec {
 namespace {
 
@@ -104,9 +106,12 @@ struct RowFile::State {
   bool scratch = false;           // removed when closed (CreateScratch)
   RowFileCounters counters;
   std::unique_ptr<IoPool> pool;
+  std::unique_ptr<UringIo> uring;  // null: the pool moves the rows
+  std::string io_backend;
 
   ~State() {
     pool.reset();  // no transfer in flight while the file goes
+    uring.reset();
     if (scratch) ::unlink(path.c_str());  // still locked: no one else uses this path
     if (fd >= 0) ::close(fd);
   }
@@ -149,6 +154,19 @@ struct RowFile::State {
     SR_RETURN_IF_ERROR(WriteAt(page.data(), page.size(), 0));
     return SyncData();
   }
+  // The way rows move, as the spec asks (RowFileSpec::io).
+  Status StartIo(const RowFileSpec& spec) {
+    if (spec.io == "io_uring") {
+      std::string why;
+      uring = UringIo::Create(256, &why);
+      if (!uring) return FailedPreconditionError(path.string() + ": io_uring cannot be used here: " + why);
+      io_backend = "io_uring";
+      return Status::Ok();
+    }
+    pool = std::make_unique<IoPool>(spec.io_threads);
+    io_backend = fmt::format("{} threads", spec.io_threads);
+    return Status::Ok();
+  }
   // Runs of sorted (row, position) pairs with consecutive rows, each one
   // preadv/pwritev (at most IOV_MAX rows), spread over the pool.
   Status Transfer(std::vector<std::pair<int64_t, size_t>> order, std::byte* buffer, bool reading) const {
@@ -160,6 +178,16 @@ struct RowFile::State {
       while (j < order.size() && j - i < IOV_MAX && order[j].first == order[j - 1].first + 1) ++j;
       runs.emplace_back(i, j);
       i = j;
+    }
+    if (uring) {
+      std::vector<iovec> iov(order.size());
+      std::vector<UringIo::Request> requests;
+      for (const auto& [b, e] : runs) {
+        for (size_t k = b; k < e; ++k) iov[k] = {buffer + order[k].second * row_bytes, row_bytes};
+        requests.push_back({header.data_offset + order[b].first * header.row_bytes, iov.data() + b,
+                            static_cast<int>(e - b), (e - b) * row_bytes});
+      }
+      return uring->Run(fd, reading, requests, path.string());
     }
     // Spread over the pool: many reads in flight at once. (Buffered writes
     // to one file serialize on its inode lock; one writer thread measured
@@ -224,6 +252,9 @@ Status CheckSpec(const std::filesystem::path& path, const RowFileSpec& spec) {
   if (spec.io_threads < 1 || spec.io_threads > 256) {
     return InvalidArgumentError(fmt::format("{}: io_threads {} is outside 1..256", path.string(), spec.io_threads));
   }
+  if (spec.io != "auto" && spec.io != "io_uring" && spec.io != "threads") {
+    return InvalidArgumentError(fmt::format("{}: io '{}' is not auto, io_uring or threads", path.string(), spec.io));
+  }
   return Status::Ok();
 }
 
@@ -237,6 +268,7 @@ RowFile::~RowFile() = default;
 int64_t RowFile::rows() const { return s_->header.rows; }
 int64_t RowFile::row_bytes() const { return s_->header.row_bytes; }
 const std::filesystem::path& RowFile::path() const { return s_->path; }
+const std::string& RowFile::io_backend() const { return s_->io_backend; }
 const RowFileCounters& RowFile::counters() const { return s_->counters; }
 bool RowFile::Written(int64_t row) const {
   return row >= 0 && row < rows() && (s_->written[static_cast<size_t>(row) / 64] >> (row % 64) & 1) != 0;
@@ -246,6 +278,7 @@ StatusOr<RowFile> RowFile::Create(const std::filesystem::path& path, const RowFi
   SR_RETURN_IF_ERROR(CheckSpec(path, spec));
   auto s = std::make_unique<State>();
   s->path = path;
+  SR_RETURN_IF_ERROR(s->StartIo(spec));
   s->fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (s->fd < 0) {
     if (errno == EEXIST) {
@@ -275,7 +308,6 @@ StatusOr<RowFile> RowFile::Create(const std::filesystem::path& path, const RowFi
   }
   SR_RETURN_IF_ERROR(s->WriteHeader(kStateOpen));
   s->marked_open = true;
-  s->pool = std::make_unique<IoPool>(spec.io_threads);
   return RowFile(std::move(s));
 }
 
@@ -305,6 +337,7 @@ StatusOr<RowFile> RowFile::Open(const std::filesystem::path& path, const RowFile
   SR_RETURN_IF_ERROR(CheckSpec(path, spec));
   auto s = std::make_unique<State>();
   s->path = path;
+  SR_RETURN_IF_ERROR(s->StartIo(spec));
   s->fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (s->fd < 0) return s->Fail("cannot open", errno);
   SR_RETURN_IF_ERROR(s->Lock());
@@ -342,7 +375,6 @@ StatusOr<RowFile> RowFile::Open(const std::filesystem::path& path, const RowFile
   if (::pread(s->fd, s->written.data(), bitmap_bytes, h.bitmap_offset) != static_cast<ssize_t>(bitmap_bytes)) {
     return s->Fail("cannot read the written-rows map", errno);
   }
-  s->pool = std::make_unique<IoPool>(spec.io_threads);
   return RowFile(std::move(s));
 }
 

@@ -206,7 +206,7 @@ StatusOr<TableCache> TableCache::Create(CacheDirectory directory, const Embeddin
   const RowFileSpec file_spec{table.num_embeddings, weight_bytes + format.state_dim * 4,
                               fmt::format("table '{}': {} x {} weights + {} x float32 optimizer state", table.name,
                                           table.embedding_dim, DTypeName(format.weight_dtype), format.state_dim),
-                              spec.params.io_threads};
+                              spec.params.io_threads, spec.params.io};
   auto file = RowFile::CreateScratch(spec.file, file_spec);
   if (!file.ok()) return file.status().WithContext("table '" + table.name + "': its row file");
   auto s = std::make_unique<State>(table, format, std::move(spec), std::move(directory), std::move(file).value());
@@ -222,6 +222,7 @@ int64_t TableCache::cached_rows() const { return s_->dir.set_slots(); }
 int64_t TableCache::ram_bytes() const { return capacity() * s_->row_bytes + s_->dir.bytes(); }
 const CacheParams& TableCache::params() const { return s_->spec.params; }
 const std::filesystem::path& TableCache::file() const { return s_->file.path(); }
+const std::string& TableCache::io_backend() const { return s_->file.io_backend(); }
 const CacheCounters& TableCache::counters() const { return s_->dir.counters(); }
 const RowFileCounters& TableCache::file_counters() const { return s_->file.counters(); }
 TableCache::PrefetchCounters TableCache::prefetch_counters() const {

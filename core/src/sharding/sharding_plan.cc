@@ -265,6 +265,7 @@ json CacheParamsJson(const CacheParams& c) {
   if (c.ways != d.ways) j["ways"] = c.ways;
   if (c.overflow != d.overflow) j["overflow"] = c.overflow;
   if (c.io_threads != d.io_threads) j["io_threads"] = c.io_threads;
+  if (c.io != d.io) j["io"] = c.io;
   return j;
 }
 

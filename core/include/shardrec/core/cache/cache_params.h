@@ -36,7 +36,8 @@ struct CacheParams {
   bool prefetch_pipeline = false;
   int64_t ways = 32;     // slots per set of the directory (cache_directory.h)
   int64_t overflow = 0;  // slots for one batch's ids beyond a full set (0: 2 x ways)
-  int io_threads = 8;    // row-file reads and writes in flight
+  int io_threads = 8;    // row-file reads and writes in flight (the pool of threads)
+  std::string io = "auto";  // auto (= threads) | threads | io_uring (RowFileSpec::io)
 };
 
 // "algorithm=lfu,load_factor=0.1,ways=16": the fields above by name;

@@ -16,6 +16,10 @@
 // Layout (little-endian): a 4 KiB header (magic, version, state, rows,
 // row_bytes, the spec's description hash, the offsets, an XXH3 of the
 // header), the written-rows bitmap padded to 4 KiB, then the rows.
+//
+// I/O: each batch's runs of adjacent rows go out as preadv/pwritev
+// requests, spread over a pool of I/O threads, or through one io_uring
+// (liburing, uring_io.h) when asked.
 // A file is locked (flock) while open: a second RowFile on it, in this
 // process or another, is refused.
 // Not thread-safe: one caller at a time (its reads and writes use the pool).
@@ -40,6 +44,11 @@ struct RowFileSpec {
   // file made for other rows is refused by name.
   std::string description;
   int io_threads = 8;  // reads and writes in flight at once (1..256)
+  // How: "threads" or "auto" (the pool of io_threads threads), or
+  // "io_uring" (one ring; refused, saying why, when this build has no
+  // liburing or the kernel does not allow io_uring). auto is the pool: on
+  // page-cached files it measured faster than io_uring (docs/cache.md).
+  std::string io = "auto";
 };
 
 struct RowFileCounters {
@@ -68,6 +77,8 @@ class RowFile {
   int64_t rows() const;
   int64_t row_bytes() const;
   const std::filesystem::path& path() const;
+  // What moves the rows: "io_uring", or "8 threads".
+  const std::string& io_backend() const;
   bool Written(int64_t row) const;
   const RowFileCounters& counters() const;
 

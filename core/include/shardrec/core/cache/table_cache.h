@@ -81,6 +81,7 @@ class TableCache {
   int64_t ram_bytes() const;      // the slots' rows and the directory
   const CacheParams& params() const;
   const std::filesystem::path& file() const;
+  const std::string& io_backend() const;  // RowFile::io_backend
   // Per id looked up: an id repeated within a batch is a hit after its first.
   const CacheCounters& counters() const;
   const RowFileCounters& file_counters() const;
