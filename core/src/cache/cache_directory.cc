@@ -208,7 +208,11 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
     if (id < 0) return fail(InvalidArgumentError(fmt::format("row cache: id {} is negative", id)));
   }
   s.index.FindMany(ids, plan.slots.data());  // prefetched lookups, many misses in flight
+  constexpr size_t kAhead = 16;  // hits' slots are scattered: bring each toward the cache early
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (i + kAhead < ids.size() && plan.slots[i + kAhead] >= 0) {
+      __builtin_prefetch(&s.slots[static_cast<size_t>(plan.slots[i + kAhead])], 1);
+    }
     const int64_t slot = plan.slots[i];
     if (slot < 0) {
       misses.push_back(i);

@@ -40,6 +40,7 @@ struct EmbeddingTables::Caches {
   std::vector<std::optional<TableCache>> tables;
   std::vector<int64_t> last_ids;
   std::optional<KeyedJaggedTensor> last_slots;
+  std::optional<KeyedJaggedTensor> found;  // a backward's slots, found anew (not its forward's batch)
 };
 
 struct EmbeddingTables::KernelSlots final : CacheSlots {
@@ -384,13 +385,12 @@ struct LookupViews {
 };
 }  // namespace
 
-StatusOr<std::optional<KeyedJaggedTensor>> EmbeddingTables::ToSlots(const KeyedJaggedTensor& features,
-                                                                    bool forward) const {
-  if (!caches_) return std::optional<KeyedJaggedTensor>();
+StatusOr<const KeyedJaggedTensor*> EmbeddingTables::ToSlots(const KeyedJaggedTensor& features, bool forward) const {
+  if (!caches_) return static_cast<const KeyedJaggedTensor*>(nullptr);
   Caches& c = *caches_;
   if (!forward && c.last_slots && features.values() == c.last_ids && features.keys() == c.last_slots->keys() &&
       features.lengths() == c.last_slots->lengths()) {
-    return c.last_slots;  // the batch of the last forward: its slots still hold its rows
+    return &*c.last_slots;  // the batch of the last forward: its slots still hold its rows
   }
   c.last_slots.reset();
   std::vector<int64_t> values = features.values();
@@ -423,13 +423,11 @@ StatusOr<std::optional<KeyedJaggedTensor>> EmbeddingTables::ToSlots(const KeyedJ
     }
     for (size_t k = 0; k < at.size(); ++k) values[at[k]] = ids[k];
   }
-  KeyedJaggedTensor slots = features;
-  SR_RETURN_IF_ERROR(slots.ReplaceValues(std::move(values)));
-  if (forward) {
-    c.last_ids = features.values();
-    c.last_slots = slots;
-  }
-  return std::optional<KeyedJaggedTensor>(std::move(slots));
+  std::optional<KeyedJaggedTensor>& out = forward ? c.last_slots : c.found;
+  out = features;
+  SR_RETURN_IF_ERROR(out->ReplaceValues(std::move(values)));
+  if (forward) c.last_ids = features.values();
+  return &*out;
 }
 
 Status EmbeddingTables::Forward(const KeyedJaggedTensor& features, const std::vector<int64_t>& rows,

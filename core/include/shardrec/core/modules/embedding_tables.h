@@ -162,8 +162,9 @@ class EmbeddingTables {
                                         const std::vector<int64_t>& columns) const;
   // `features` with the cached tables' ids turned into slots: for a
   // forward, made resident first (assign); for a backward, the slots its
-  // forward gave. Null when no table is cached (look up `features`).
-  StatusOr<std::optional<KeyedJaggedTensor>> ToSlots(const KeyedJaggedTensor& features, bool forward) const;
+  // forward gave. Null when no table is cached (look up `features`); else
+  // valid until the next call.
+  StatusOr<const KeyedJaggedTensor*> ToSlots(const KeyedJaggedTensor& features, bool forward) const;
 
   Kernel kernel_;
   std::vector<EmbeddingTableConfig> configs_;
