@@ -2,6 +2,7 @@
 #include "train_cache.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +17,8 @@
 namespace shardrec::cli {
 
 namespace po = boost::program_options;
+
+std::string DefaultCacheDir() { return fmt::format("/var/tmp/shardrec-cache-{}", ::geteuid()); }
 
 void AddCacheOptions(po::options_description& desc, CacheFlags& f) {
   desc.add_options()
@@ -41,6 +44,12 @@ Status ParseCacheFlags(CacheFlags& f) {
   }
   if (!f.cache_params.empty()) {
     SR_ASSIGN_OR_RETURN(f.defaults, ParseCacheParams(f.cache_params, "--cache-params"));
+    for (size_t at = 0; at <= f.cache_params.size();) {
+      const size_t end = std::min(f.cache_params.find(',', at), f.cache_params.size());
+      f.overflow_given |= f.cache_params.compare(at, end - at, "overflow") == 0 ||
+                          f.cache_params.substr(at, end - at).starts_with("overflow=");
+      at = end + 1;
+    }
   }
   if (f.cache_dir.empty()) return InvalidArgumentError("--cache-dir must name a directory");
   return Status::Ok();
@@ -49,8 +58,12 @@ Status ParseCacheFlags(CacheFlags& f) {
 void ApplyCacheFlags(const CacheFlags& f, int64_t step_ids, PlanRequest& req) {
   req.memory_budget_per_rank = f.budget_bytes;
   req.cache_defaults = f.defaults;
-  if (f.cache_params.find("overflow=") == std::string::npos) {
-    req.cache_defaults.overflow = std::clamp<int64_t>(step_ids, 2 * req.cache_defaults.ways, int64_t{1} << 30);
+  auto fit = [&](CacheParams& c) { c.overflow = std::clamp<int64_t>(step_ids, 2 * c.ways, int64_t{1} << 30); };
+  if (!f.overflow_given) fit(req.cache_defaults);
+  if (req.spec) {
+    for (auto& [table, sharding] : *req.spec) {
+      if (sharding.cache_params && sharding.cache_params->overflow == 0) fit(*sharding.cache_params);
+    }
   }
 }
 
@@ -79,8 +92,14 @@ bool PlanCachesTables(const ShardingPlan& plan) {
 Status PrepareCacheDir(const std::string& dir) {
   std::error_code ec;
   const std::filesystem::path path(dir);
-  if (std::filesystem::exists(path, ec)) {
-    if (!std::filesystem::is_directory(path, ec)) return InvalidArgumentError("--cache-dir " + dir + " is not a directory");
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return InvalidArgumentError("--cache-dir " + dir + " is not a directory");
+    if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+      return InvalidArgumentError(fmt::format("--cache-dir {} belongs to another user or others may write to it "
+                                              "(owner {}, mode {:o}); row files hold the model's weights: give a "
+                                              "directory of your own", dir, st.st_uid, st.st_mode & 07777));
+    }
     return Status::Ok();
   }
   std::filesystem::create_directories(path, ec);

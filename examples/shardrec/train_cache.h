@@ -18,12 +18,16 @@
 
 namespace shardrec::cli {
 
+// /var/tmp/shardrec-cache-UID: on disk (not a tmpfs), one per user.
+std::string DefaultCacheDir();
+
 struct CacheFlags {
   std::string memory_budget;                     // --memory-budget, as given
-  std::string cache_dir = "/var/tmp/shardrec-cache";  // --cache-dir
+  std::string cache_dir = DefaultCacheDir();     // --cache-dir
   std::string cache_params;                      // --cache-params, as given
   int64_t budget_bytes = 0;                      // parsed
   CacheParams defaults;                          // parsed
+  bool overflow_given = false;                   // --cache-params named `overflow`
 };
 
 void AddCacheOptions(boost::program_options::options_description& desc, CacheFlags& f);
@@ -32,7 +36,8 @@ Status ParseCacheFlags(CacheFlags& f);
 // Into a plan request: the budget and the defaults of the caches it makes.
 // `step_ids`: the most ids one step may send a table's piece (every
 // rank's batch), which the caches' overflow slots cover unless
-// --cache-params sets `overflow`: a cache must hold a whole step.
+// --cache-params sets `overflow` (or a plan entry's cache_params do): a
+// cache must hold a whole step.
 void ApplyCacheFlags(const CacheFlags& f, int64_t step_ids, PlanRequest& req);
 // That bound: world x batch x, per table, the ids a sample may have in
 // its features (a synthetic bag holds at most twice its pooling factor; a
@@ -40,7 +45,9 @@ void ApplyCacheFlags(const CacheFlags& f, int64_t step_ids, PlanRequest& req);
 int64_t StepIdsBound(int world, int64_t batch, const std::vector<EmbeddingTableConfig>& tables,
                      const std::vector<double>& pooling, bool one_id_per_feature);
 bool PlanCachesTables(const ShardingPlan& plan);
-// Makes --cache-dir (0700 when new); an error names it.
+// Makes --cache-dir (0700 when new). An existing one must be a directory
+// of this user that no one else may write to (row files hold the model's
+// weights, and a shared path is someone else's to fill); an error names it.
 Status PrepareCacheDir(const std::string& dir);
 
 // One cached table, every rank's pieces together.

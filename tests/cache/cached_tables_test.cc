@@ -97,7 +97,10 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
   };
   std::vector<Case> cases;
   for (const std::string policy : {"lru", "lfu"}) {
-    for (const std::string opt : {"sgd,lr=0.3", "adagrad,lr=0.2", "rowwise_adagrad,lr=0.2", "adam,lr=0.05"}) {
+    // (A non-zero initial accumulator: rows the cache draws start with the
+    // kernel's fresh state, not zeros.)
+    for (const std::string opt : {"sgd,lr=0.3", "adagrad,lr=0.2,initial_accumulator_value=0.1",
+                                  "rowwise_adagrad,lr=0.2,initial_accumulator_value=0.05", "adam,lr=0.05"}) {
       cases.push_back({policy, opt, DataType::kFp32, PoolingType::kSum, false});
     }
   }

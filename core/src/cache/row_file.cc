@@ -279,7 +279,7 @@ StatusOr<RowFile> RowFile::Create(const std::filesystem::path& path, const RowFi
   auto s = std::make_unique<State>();
   s->path = path;
   SR_RETURN_IF_ERROR(s->StartIo(spec));
-  s->fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  s->fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);  // a model's weights
   if (s->fd < 0) {
     if (errno == EEXIST) {
       return FailedPreconditionError(path.string() + " exists already: a row file is never overwritten (delete it, "
@@ -306,7 +306,10 @@ StatusOr<RowFile> RowFile::Create(const std::filesystem::path& path, const RowFi
     ::unlink(path.c_str());
     return s->Fail("cannot size", e);
   }
-  SR_RETURN_IF_ERROR(s->WriteHeader(kStateOpen));
+  if (Status header = s->WriteHeader(kStateOpen); !header.ok()) {
+    ::unlink(path.c_str());  // no headerless file left behind
+    return header;
+  }
   s->marked_open = true;
   return RowFile(std::move(s));
 }

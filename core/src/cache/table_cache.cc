@@ -30,6 +30,14 @@ struct TableCache::State {
   std::vector<std::byte> staged_rows;
   int64_t staged_limit = 0;  // rows; about one step's
   PrefetchCounters prefetch;
+  Status failed = Status::Ok();  // a write-back or load failed: every later call refuses
+
+  Status Usable() const {
+    if (failed.ok()) return Status::Ok();
+    return FailedPreconditionError("table '" + config.name + "': its cache stopped after an I/O error (" +
+                                   failed.message() + "); its row file no longer matches it: start again from the "
+                                   "last checkpoint");
+  }
 
   // A row whose copy on the file changes: its staged copy is stale.
   void Unstage(std::span<const int64_t> ids) {
@@ -114,7 +122,9 @@ struct TableCache::State {
       std::memcpy(rows.data() + written_at[k] * static_cast<size_t>(row_bytes), staged_rows.data() + it->second,
                   static_cast<size_t>(row_bytes));
       ++prefetch.used;
+      staged.erase(it);  // taken: the staging holds only rows still ahead
     }
+    if (staged.empty()) staged_rows.clear();
     std::vector<std::byte> buf(unstaged.size() * static_cast<size_t>(row_bytes));
     SR_RETURN_IF_ERROR(file.Read(unstaged, buf.data()));
     for (size_t k = 0; k < unstaged.size(); ++k) {
@@ -125,8 +135,9 @@ struct TableCache::State {
     std::vector<std::byte> w(drawn.size() * static_cast<size_t>(weight_bytes));
     SR_RETURN_IF_ERROR(Draw(drawn, w.data()));
     for (size_t k = 0; k < drawn.size(); ++k) {
-      std::memcpy(rows.data() + drawn_at[k] * static_cast<size_t>(row_bytes), w.data() + k * static_cast<size_t>(weight_bytes),
-                  static_cast<size_t>(weight_bytes));  // the state stays zero
+      std::byte* row = rows.data() + drawn_at[k] * static_cast<size_t>(row_bytes);
+      std::memcpy(row, w.data() + k * static_cast<size_t>(weight_bytes), static_cast<size_t>(weight_bytes));
+      if (state_dim() > 0) std::memcpy(row + weight_bytes, format.initial_state.data(), static_cast<size_t>(state_dim()) * 4);
     }
     return Status::Ok();
   }
@@ -198,6 +209,10 @@ StatusOr<CacheDirectory> TableCache::MakeDirectory(const PluginRegistry& registr
 
 StatusOr<TableCache> TableCache::Create(CacheDirectory directory, const EmbeddingTableConfig& table,
                                         const CachedRowFormat& format, TableCacheSpec spec) {
+  if (static_cast<int64_t>(format.initial_state.size()) != format.state_dim) {
+    return InternalError(fmt::format("table '{}': an initial state of {} values for {} per row", table.name,
+                                     format.initial_state.size(), format.state_dim));
+  }
   if (!spec.global_rows.empty() && static_cast<int64_t>(spec.global_rows.size()) != table.num_embeddings) {
     return InternalError(fmt::format("table '{}': {} global rows for {} rows", table.name, spec.global_rows.size(),
                                      table.num_embeddings));
@@ -233,7 +248,9 @@ TableCache::PrefetchCounters TableCache::prefetch_counters() const {
 Status TableCache::Prefetch(std::span<const int64_t> ids) {
   std::lock_guard lock(s_->mu);
   State& s = *s_;
-  if (static_cast<int64_t>(s.staged.size()) > s.staged_limit) {
+  SR_RETURN_IF_ERROR(s.Usable());
+  // At most about two steps of rows: older staged rows make room.
+  if (static_cast<int64_t>(s.staged_rows.size()) > 2 * s.staged_limit * s.row_bytes) {
     s.staged.clear();
     s.staged_rows.clear();
   }
@@ -258,18 +275,25 @@ Status TableCache::Prefetch(std::span<const int64_t> ids) {
 
 Status TableCache::Assign(std::span<int64_t> ids, const CacheSlots& slots) {
   std::lock_guard lock(s_->mu);
-  auto assigned = s_->dir.Assign(ids);
+  SR_RETURN_IF_ERROR(s_->Usable());
+  auto assigned = s_->dir.Assign(ids);  // refused: nothing changed
   if (!assigned.ok()) return assigned.status().WithContext("table '" + s_->config.name + "'");
   auto& plan = assigned.value();
-  // Victims leave before misses overwrite their slots.
-  SR_RETURN_IF_ERROR(s_->Save(plan.write_back, slots));
-  SR_RETURN_IF_ERROR(s_->Load(plan.load, slots));
+  // Victims leave before misses overwrite their slots. The directory has
+  // moved on: a failure here leaves rows in no place it knows.
+  Status moved = s_->Save(plan.write_back, slots);
+  if (moved.ok()) moved = s_->Load(plan.load, slots);
+  if (!moved.ok()) {
+    s_->failed = moved;
+    return s_->Usable();
+  }
   std::copy(plan.slots.begin(), plan.slots.end(), ids.begin());
   return Status::Ok();
 }
 
 Status TableCache::Find(std::span<int64_t> ids) const {
   std::lock_guard lock(s_->mu);
+  SR_RETURN_IF_ERROR(s_->Usable());
   for (int64_t& id : ids) {
     const int64_t slot = s_->dir.SlotOf(id);
     if (slot < 0) {
@@ -288,7 +312,12 @@ void TableCache::MarkDirty(std::span<const int64_t> slots) {
 
 Status TableCache::Flush(const CacheSlots& slots) {
   std::lock_guard lock(s_->mu);
-  SR_RETURN_IF_ERROR(s_->Save(s_->dir.TakeDirty(), slots));
+  SR_RETURN_IF_ERROR(s_->Usable());
+  const CacheDirectory::Move dirty = s_->dir.TakeDirty();
+  if (Status saved = s_->Save(dirty, slots); !saved.ok()) {
+    s_->dir.MarkDirty(dirty.slots);  // still to be written: nothing is lost
+    return saved;
+  }
   return s_->file.Sync();
 }
 
@@ -301,6 +330,7 @@ Status TableCache::Purge(const CacheSlots& slots) {
 
 Status TableCache::ReadRows(std::span<const int64_t> rows, Tensor* weights, Tensor* state, const CacheSlots& slots) {
   std::lock_guard lock(s_->mu);
+  SR_RETURN_IF_ERROR(s_->Usable());
   SR_RETURN_IF_ERROR(s_->CheckRows(rows));
   if (s_->state_dim() == 0) state = nullptr;
   if (weights == nullptr && state == nullptr) return Status::Ok();
@@ -341,6 +371,7 @@ Tensor* Gather(const Tensor* t, const std::vector<size_t>& at, Tensor& out) {
 Status TableCache::WriteRows(std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
                              const CacheSlots& slots) {
   std::lock_guard lock(s_->mu);
+  SR_RETURN_IF_ERROR(s_->Usable());
   SR_RETURN_IF_ERROR(s_->CheckRows(rows));
   if (s_->state_dim() == 0) state = nullptr;
   if (weights == nullptr && state == nullptr) return Status::Ok();
@@ -376,6 +407,7 @@ Status TableCache::WriteRows(std::span<const int64_t> rows, const Tensor* weight
 
 Status TableCache::ResetRows(std::span<const int64_t> rows, const CacheSlots& slots) {
   std::lock_guard lock(s_->mu);
+  SR_RETURN_IF_ERROR(s_->Usable());
   SR_RETURN_IF_ERROR(s_->CheckRows(rows));
   const auto split = s_->SplitRows(rows);
   if (!split.cached_slots.empty()) {
@@ -383,7 +415,10 @@ Status TableCache::ResetRows(std::span<const int64_t> rows, const CacheSlots& sl
     std::vector<int64_t> ids(split.cached_at.size());
     for (size_t k = 0; k < ids.size(); ++k) ids[k] = rows[split.cached_at[k]];
     Tensor w = Tensor::Empty(s_->format.weight_dtype, {n, s_->dim});
-    Tensor st = Tensor::Zeros(dtype::kFloat32, {n, s_->state_dim()});
+    Tensor st = Tensor::Empty(dtype::kFloat32, {n, s_->state_dim()});
+    for (int64_t k = 0; k < n; ++k) {
+      std::copy(s_->format.initial_state.begin(), s_->format.initial_state.end(), st.data<float>() + k * s_->state_dim());
+    }
     SR_RETURN_IF_ERROR(s_->Draw(ids, static_cast<std::byte*>(w.raw_data())));
     SR_RETURN_IF_ERROR(slots.Write(split.cached_slots, &w, s_->StateOrNull(st)));
     s_->dir.MarkDirty(split.cached_slots);

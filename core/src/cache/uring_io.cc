@@ -53,10 +53,15 @@ Status Finish(int fd, bool reading, UringIo::Request r, size_t done, const std::
 struct UringIo::Ring {
   io_uring ring{};
   unsigned depth = 0;
+  // A submit failed with requests in flight that could not be waited for:
+  // the ring is not used again (its requests may still name old buffers).
+  bool poisoned = false;
 };
 
 UringIo::UringIo() : ring_(std::make_unique<Ring>()) {}
-UringIo::~UringIo() { io_uring_queue_exit(&ring_->ring); }
+UringIo::~UringIo() {
+  if (ring_) io_uring_queue_exit(&ring_->ring);  // null: its init failed
+}
 
 std::unique_ptr<UringIo> UringIo::Create(unsigned depth, std::string* why) {
   std::unique_ptr<UringIo> io(new UringIo());
@@ -71,6 +76,7 @@ std::unique_ptr<UringIo> UringIo::Create(unsigned depth, std::string* why) {
 }
 
 Status UringIo::Run(int fd, bool reading, std::vector<Request>& requests, const std::string& what) {
+  if (ring_->poisoned) return InternalError(what + ": its io_uring failed earlier; reopen the file");
   io_uring& ring = ring_->ring;
   size_t next = 0, in_flight = 0;
   Status failed = Status::Ok();
@@ -90,8 +96,24 @@ Status UringIo::Run(int fd, bool reading, std::vector<Request>& requests, const 
       ++in_flight;
     }
     if (in_flight == 0) break;  // failed before queueing more
-    int e = io_uring_submit_and_wait(&ring, 1);
-    if (e < 0 && e != -EINTR) return InternalError(fmt::format("{}: io_uring submit: {}", what, std::strerror(-e)));
+    const int e = io_uring_submit_and_wait(&ring, 1);
+    if (e < 0 && e != -EINTR && e != -EAGAIN && e != -EBUSY) {
+      // Wait out what is in flight (it names the caller's buffers) before
+      // returning; if even that fails, the ring is never used again.
+      failed = InternalError(fmt::format("{}: io_uring submit: {}", what, std::strerror(-e)));
+      while (in_flight > 0) {
+        io_uring_cqe* done = nullptr;
+        const int w = io_uring_wait_cqe(&ring, &done);
+        if (w == -EINTR) continue;
+        if (w < 0) {
+          ring_->poisoned = true;
+          break;
+        }
+        io_uring_cqe_seen(&ring, done);
+        --in_flight;
+      }
+      return failed;
+    }
     io_uring_cqe* cqe = nullptr;
     unsigned head = 0, seen = 0;
     io_uring_for_each_cqe(&ring, head, cqe) {

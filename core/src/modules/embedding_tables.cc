@@ -118,9 +118,19 @@ StatusOr<EmbeddingTables> EmbeddingTables::Create(const PluginRegistry& registry
       made.caches_ = std::make_unique<Caches>();
       made.caches_->tables.resize(caches.size());
     }
-    SR_ASSIGN_OR_RETURN(auto info, made.kernel_.TableInfo(static_cast<int32_t>(t)));
-    const CachedRowFormat format{info.weight_dtype, info.state_dim, options.init_seed,
-                                 origins.empty() ? 0 : origins[t].row, origins.empty() ? 0 : origins[t].col};
+    const auto table = static_cast<int32_t>(t);
+    SR_ASSIGN_OR_RETURN(auto info, made.kernel_.TableInfo(table));
+    CachedRowFormat format{info.weight_dtype, info.state_dim, {}, options.init_seed,
+                           origins.empty() ? 0 : origins[t].row, origins.empty() ? 0 : origins[t].col};
+    // A fresh row's optimizer state, as this kernel resets it (Adagrad's
+    // initial accumulator, ...): what rows never written start with.
+    if (info.state_dim > 0) {
+      const std::vector<int64_t> first = {0};
+      SR_RETURN_IF_ERROR(made.KernelRows(table, first, nullptr, nullptr, RowsOp::kReset));
+      Tensor st = Tensor::Empty(dtype::kFloat32, {1, info.state_dim});
+      SR_RETURN_IF_ERROR(made.KernelRows(table, first, nullptr, &st, RowsOp::kRead));
+      format.initial_state.assign(st.data<float>(), st.data<float>() + info.state_dim);
+    }
     SR_ASSIGN_OR_RETURN(made.caches_->tables[t], TableCache::Create(std::move(directories[t]).value(),
                                                                      made.configs_[t], format, std::move(*caches[t])));
   }

@@ -139,9 +139,11 @@ std::vector<int64_t> RankRamBytes(const ShardingPlan& plan, const PlanRequest& r
 }
 
 // The budget's rule (PlanRequest::memory_budget_per_rank): cache the
-// largest tables on ranks over budget until the load factor that fits is
-// at least kWantedLoadFactor (or no table is left to cache), then give
-// every table cached this way that load factor.
+// tables holding the most bytes on the rank that sets the load factor
+// until the load factor that fits every rank is at least
+// kWantedLoadFactor (or no table is left to try; a table whose cache would
+// take more than its rows stays whole), then give every table cached this
+// way that load factor.
 Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const PlanRequest& req) {
   constexpr double kWantedLoadFactor = 0.05;
   const int64_t budget = req.memory_budget_per_rank;
@@ -151,7 +153,6 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
   // it holds whatever its load factor (whole sets, overflow, rounding).
   std::vector<std::vector<int64_t>> full(n, std::vector<int64_t>(world, 0)), rows(n, std::vector<int64_t>(world, 0)),
       fixed_slots_bytes(n, std::vector<int64_t>(world, 0));
-  std::vector<int64_t> total(n, 0);
   auto measure = [&](size_t t) {
     const ShardedTable& table = plan.tables[t];
     const int64_t elem = static_cast<int64_t>(DTypeSize(ToDLDataType(table.config.data_type)));
@@ -160,13 +161,11 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
     std::fill(full[t].begin(), full[t].end(), 0);
     std::fill(rows[t].begin(), rows[t].end(), 0);
     std::fill(fixed_slots_bytes[t].begin(), fixed_slots_bytes[t].end(), 0);
-    total[t] = 0;
     for (const sr_shard& s : table.placement.shards) {
       const auto r = static_cast<size_t>(s.rank);
       const int64_t bytes = ShardBytes(s, table.config, elem, state);
       full[t][r] += bytes;
       rows[t][r] += s.num_rows;
-      total[t] += bytes;
       if (s.num_rows > 0) fixed_slots_bytes[t][r] += CacheBytes(CachedSlots(s.num_rows, c, 0) + 1, bytes / s.num_rows);
     }
   };
@@ -206,13 +205,15 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
     return lf;
   };
   double lf = fitting_load_factor();
+  std::vector<bool> tried(n, false);  // cached for a try, and kept whole: it did not help
   while (lf < kWantedLoadFactor) {
-    // The largest table not cached yet on the rank that sets the load factor.
+    // The table not cached yet that holds the most bytes on the rank that
+    // sets the load factor.
     size_t pick = n;
     for (size_t t = 0; t < n; ++t) {
       const ShardedTable& table = plan.tables[t];
-      if (derived[t] || IsCachedKernel(table.sharding.compute_kernel) || table.placement.replicated) continue;
-      if (full[t][binding] > 0 && (pick == n || total[t] > total[pick])) pick = t;
+      if (derived[t] || tried[t] || IsCachedKernel(table.sharding.compute_kernel) || table.placement.replicated) continue;
+      if (full[t][binding] > 0 && (pick == n || full[t][binding] > full[pick][binding])) pick = t;
     }
     if (pick == n) break;
     ParameterSharding& p = plan.tables[pick].sharding;
@@ -225,12 +226,13 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
     derived[pick] = true;
     measure(pick);
     const double cached_lf = fitting_load_factor();
-    if (cached_lf <= lf) {  // a small table's fixed slots outweigh its rows: keep it whole
+    if (cached_lf <= lf) {  // a small table's fixed slots outweigh its rows: keep it whole, try the next
       p = before;
       derived[pick] = false;
+      tried[pick] = true;
       measure(pick);
       lf = fitting_load_factor();
-      break;
+      continue;
     }
     lf = cached_lf;
   }

@@ -21,6 +21,10 @@
 // there instead of the file. A staged row is dropped when its row on the
 // file changes (a write-back, a write, a reset), so what Assign takes is
 // always the file's row.
+//
+// A failed write-back or load leaves the cache and its file out of step,
+// so the cache refuses every later call, naming the first error (the
+// trusted copy is the last checkpoint). A failed Flush keeps its rows dirty.
 // Thread-safety: Prefetch may run on another thread than the other calls
 // (they share a lock); the other calls must not overlap each other.
 #pragma once
@@ -59,7 +63,8 @@ class CacheSlots {
 // How rows look, once the kernel table exists.
 struct CachedRowFormat {
   DLDataType weight_dtype{};
-  int64_t state_dim = 0;    // float32 optimizer state per row (a fresh row's is zero)
+  int64_t state_dim = 0;    // float32 optimizer state per row
+  std::vector<float> initial_state;  // a fresh (or reset) row's state, as the kernel makes it
   uint64_t init_seed = 0;   // initial weights: sdk::InitialWeight(seed, global row, global column)
   int64_t row_origin = 0;   // global row of local row 0 (unless global_rows)
   int64_t col_origin = 0;   // global column of column 0
