@@ -168,66 +168,32 @@ struct RowFile::State {
     return Status::Ok();
   }
   // Runs of sorted (row, position) pairs with consecutive rows, each one
-  // preadv/pwritev (at most IOV_MAX rows), spread over the pool.
+  // preadv/pwritev request (at most IOV_MAX rows), through the ring or
+  // spread over the pool.
   Status Transfer(std::vector<std::pair<int64_t, size_t>> order, std::byte* buffer, bool reading) const {
     std::sort(order.begin(), order.end());
     const auto row_bytes = static_cast<size_t>(header.row_bytes);
-    std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) in order
-    for (size_t i = 0; i < order.size();) {
-      size_t j = i + 1;
-      while (j < order.size() && j - i < IOV_MAX && order[j].first == order[j - 1].first + 1) ++j;
-      runs.emplace_back(i, j);
-      i = j;
+    std::vector<iovec> iov(order.size());
+    std::vector<UringIo::Request> requests;
+    for (size_t b = 0; b < order.size();) {
+      size_t e = b + 1;
+      while (e < order.size() && e - b < IOV_MAX && order[e].first == order[e - 1].first + 1) ++e;
+      for (size_t k = b; k < e; ++k) iov[k] = {buffer + order[k].second * row_bytes, row_bytes};
+      requests.push_back({header.data_offset + order[b].first * header.row_bytes, iov.data() + b,
+                          static_cast<int>(e - b), (e - b) * row_bytes});
+      b = e;
     }
-    if (uring) {
-      std::vector<iovec> iov(order.size());
-      std::vector<UringIo::Request> requests;
-      for (const auto& [b, e] : runs) {
-        for (size_t k = b; k < e; ++k) iov[k] = {buffer + order[k].second * row_bytes, row_bytes};
-        requests.push_back({header.data_offset + order[b].first * header.row_bytes, iov.data() + b,
-                            static_cast<int>(e - b), (e - b) * row_bytes});
-      }
-      return uring->Run(fd, reading, requests, path.string());
-    }
+    if (uring) return uring->Run(fd, reading, requests, path.string());
     // Spread over the pool: many reads in flight at once. (Buffered writes
     // to one file serialize on its inode lock; one writer thread measured
     // the same, 2026-11-26.)
-    const size_t tasks = std::min(runs.size(), pool->size() * 4);
+    const size_t tasks = std::min(requests.size(), pool->size() * 4);
     std::vector<Status> results(tasks, Status::Ok());
     std::vector<std::function<void()>> jobs;
     for (size_t t = 0; t < tasks; ++t) {
       jobs.push_back([&, t] {
-        std::vector<iovec> iov;
-        for (size_t r = t * runs.size() / tasks; r < (t + 1) * runs.size() / tasks && results[t].ok(); ++r) {
-          const auto [b, e] = runs[r];
-          iov.clear();
-          for (size_t k = b; k < e; ++k) iov.push_back({buffer + order[k].second * row_bytes, row_bytes});
-          int64_t offset = header.data_offset + order[b].first * header.row_bytes;
-          size_t left = (e - b) * row_bytes;
-          iovec* v = iov.data();
-          int count = static_cast<int>(iov.size());
-          while (left > 0) {
-            const ssize_t n = reading ? ::preadv(fd, v, count, offset) : ::pwritev(fd, v, count, offset);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) {
-              results[t] = n == 0 ? InternalError(fmt::format("{}: ends early at byte {} (truncated?)",
-                                                              path.string(), offset))
-                                  : Fail(reading ? "cannot read" : "cannot write", errno);
-              break;
-            }
-            left -= static_cast<size_t>(n);
-            offset += n;
-            for (size_t done = static_cast<size_t>(n); done > 0;) {  // advance past what moved
-              const size_t step = std::min(done, v->iov_len);
-              v->iov_base = static_cast<char*>(v->iov_base) + step;
-              v->iov_len -= step;
-              done -= step;
-              if (v->iov_len == 0) {
-                ++v;
-                --count;
-              }
-            }
-          }
+        for (size_t r = t * requests.size() / tasks; r < (t + 1) * requests.size() / tasks && results[t].ok(); ++r) {
+          results[t] = TransferPlain(fd, reading, requests[r], 0, path.string());
         }
       });
     }

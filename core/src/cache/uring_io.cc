@@ -27,8 +27,9 @@ void Advance(iovec*& v, int& count, size_t done) {
   }
 }
 
-// The rest of a request that came back short, with plain calls.
-Status Finish(int fd, bool reading, UringIo::Request r, size_t done, const std::string& what) {
+}  // namespace
+
+Status TransferPlain(int fd, bool reading, UringIo::Request r, size_t done, const std::string& what) {
   Advance(r.iov, r.count, done);
   size_t left = r.bytes - done;
   int64_t offset = r.offset + static_cast<int64_t>(done);
@@ -45,8 +46,6 @@ Status Finish(int fd, bool reading, UringIo::Request r, size_t done, const std::
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 #ifdef SHARDREC_HAVE_LIBURING
 
@@ -125,7 +124,7 @@ Status UringIo::Run(int fd, bool reading, std::vector<Request>& requests, const 
       if (res < 0 && res != -EAGAIN && res != -EINTR) {
         failed = InternalError(fmt::format("{}: cannot {}: {}", what, reading ? "read" : "write", std::strerror(-res)));
       } else if (static_cast<size_t>(std::max(res, 0)) < r.bytes) {
-        failed = Finish(fd, reading, r, static_cast<size_t>(std::max(res, 0)), what);
+        failed = TransferPlain(fd, reading, r, static_cast<size_t>(std::max(res, 0)), what);
       }
     }
     io_uring_cq_advance(&ring, seen);
@@ -145,7 +144,7 @@ std::unique_ptr<UringIo> UringIo::Create(unsigned, std::string* why) {
 }
 
 Status UringIo::Run(int fd, bool reading, std::vector<Request>& requests, const std::string& what) {
-  for (Request& r : requests) SR_RETURN_IF_ERROR(Finish(fd, reading, r, 0, what));
+  for (Request& r : requests) SR_RETURN_IF_ERROR(TransferPlain(fd, reading, r, 0, what));
   return Status::Ok();
 }
 

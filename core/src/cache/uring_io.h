@@ -32,7 +32,7 @@ class UringIo {
     size_t bytes = 0;
   };
   // Every request done on `fd` when it returns OK. A short transfer is
-  // finished with plain preadv/pwritev; an error names `what` and errno.
+  // finished with TransferPlain; an error names `what` and errno.
   Status Run(int fd, bool reading, std::vector<Request>& requests, const std::string& what);
 
  private:
@@ -40,5 +40,10 @@ class UringIo {
   struct Ring;
   std::unique_ptr<Ring> ring_;
 };
+
+// One request with plain preadv/pwritev calls, from `done` bytes in until
+// all of it moved (what RowFile's pool of threads runs, and what finishes
+// a ring's short transfer). Consumes the request's iovecs.
+Status TransferPlain(int fd, bool reading, UringIo::Request r, size_t done, const std::string& what);
 
 }  // namespace shardrec
