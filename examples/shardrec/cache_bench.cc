@@ -27,9 +27,11 @@ EmbeddingTableConfig BenchTable(const CacheBenchConfig& c) {
   return t;
 }
 
-// Runs every step of the stream through `forward` and `backward`; seconds.
-template <class Forward, class Backward>
-StatusOr<double> Steps(const CacheBenchConfig& c, Forward forward, Backward backward) {
+// Runs every step of the stream through `forward` and `backward`, the
+// whole stream `c.passes` times; seconds per pass. `between(p)` runs
+// after pass p, off the clock.
+template <class Forward, class Backward, class Between>
+StatusOr<std::vector<double>> Steps(const CacheBenchConfig& c, Forward forward, Backward backward, Between between) {
   // Batches and gradients made before the clock starts: only the table's work is timed.
   const auto n = static_cast<int64_t>(c.ids.size());
   std::vector<KeyedJaggedTensor> batches;
@@ -48,19 +50,26 @@ StatusOr<double> Steps(const CacheBenchConfig& c, Forward forward, Backward back
   };
   const Tensor full = gradient(c.batch), last = gradient(n - (static_cast<int64_t>(batches.size()) - 1) * c.batch);
   Tensor out = Tensor::Zeros(dtype::kFloat32, {c.batch, c.dim}), out_last = Tensor::Zeros(dtype::kFloat32, {last.size(0), c.dim});
-  const auto start = std::chrono::steady_clock::now();
-  for (size_t s = 0; s < batches.size(); ++s) {
-    const bool is_last = s + 1 == batches.size();
-    SR_RETURN_IF_ERROR(forward(batches[s], is_last ? out_last : out));
-    SR_RETURN_IF_ERROR(backward(batches[s], is_last ? last : full, static_cast<int64_t>(s) + 1));
+  std::vector<double> seconds;
+  int64_t step = 0;
+  for (int p = 0; p < c.passes; ++p) {
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t s = 0; s < batches.size(); ++s) {
+      const bool is_last = s + 1 == batches.size();
+      SR_RETURN_IF_ERROR(forward(batches[s], is_last ? out_last : out));
+      SR_RETURN_IF_ERROR(backward(batches[s], is_last ? last : full, ++step));
+    }
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    between(p);
   }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return seconds;
 }
 
 }  // namespace
 
 StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const CacheBenchConfig& c,
-                                         const std::function<void(const CacheBenchRun&)>& done) {
+                                         const std::function<void(const CacheBenchRun&)>& done,
+                                         const std::function<void(const std::vector<double>&)>& memory_timed) {
   EmbeddingModuleOptions options;
   SR_ASSIGN_OR_RETURN(options.optimizer, OptimizerSpec::Parse(c.optimizer));
   const auto table = BenchTable(c);
@@ -70,13 +79,15 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
   {
     SR_ASSIGN_OR_RETURN(auto memory, EmbeddingTables::Create(registry, {table}, options));
     SR_ASSIGN_OR_RETURN(
-        double seconds,
+        auto seconds,
         Steps(
             c, [&](const KeyedJaggedTensor& k, Tensor& out) { return memory.Forward(k, rows, columns, out); },
             [&](const KeyedJaggedTensor& k, const Tensor& g, int64_t step) {
               return memory.Backward(k, rows, columns, g, step, nan);
-            }));
-    result.memory_ids_per_s = static_cast<double>(c.ids.size()) / seconds;
+            },
+            [](int) {}));
+    for (double s : seconds) result.memory_ids_per_s.push_back(static_cast<double>(c.ids.size()) / s);
+    memory_timed(result.memory_ids_per_s);
   }
   {
     // The probe: a row file as large as the table's, every row written,
@@ -131,22 +142,37 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
         TableCacheSpec spec{params, c.dir / fmt::format("bench-{}-{}.rows", policy.name, lf), {}};
         SR_ASSIGN_OR_RETURN(auto cached, EmbeddingTables::Create(registry, {table}, options, {}, {std::move(spec)}));
         const TableCache& cache = *cached.cache(0);
-        SR_ASSIGN_OR_RETURN(
-            double seconds,
-            Steps(
-                c, [&](const KeyedJaggedTensor& k, Tensor& out) { return cached.Forward(k, rows, columns, out); },
-                [&](const KeyedJaggedTensor& k, const Tensor& g, int64_t step) {
-                  return cached.Backward(k, rows, columns, g, step, nan);
-                }));
         CacheBenchRun r;
         r.policy = policy.shown;
         r.load_factor = lf;
         r.cached_rows = cache.cached_rows();
-        r.hit_rate = cache.counters().hit_rate();
-        r.misses = cache.counters().misses;
-        r.ids_per_s = static_cast<double>(c.ids.size()) / seconds;
-        r.rows_read = cache.file_counters().rows_read;
-        r.rows_written = cache.file_counters().rows_written;
+        // Each pass's share of the counters, which run on across passes.
+        CacheCounters seen;
+        RowFileCounters moved;
+        auto pass_done = [&](int) {
+          const CacheCounters& now = cache.counters();
+          const RowFileCounters& file = cache.file_counters();
+          CacheBenchPass p;
+          const int64_t lookups = now.lookups - seen.lookups;
+          p.hit_rate = lookups > 0 ? static_cast<double>(now.hits - seen.hits) / static_cast<double>(lookups) : 0.0;
+          p.misses = now.misses - seen.misses;
+          p.rows_read = file.rows_read - moved.rows_read;
+          p.rows_written = file.rows_written - moved.rows_written;
+          r.passes.push_back(p);
+          seen = now;
+          moved = file;
+        };
+        SR_ASSIGN_OR_RETURN(
+            auto seconds,
+            Steps(
+                c, [&](const KeyedJaggedTensor& k, Tensor& out) { return cached.Forward(k, rows, columns, out); },
+                [&](const KeyedJaggedTensor& k, const Tensor& g, int64_t step) {
+                  return cached.Backward(k, rows, columns, g, step, nan);
+                },
+                pass_done));
+        for (size_t p = 0; p < seconds.size(); ++p) {
+          r.passes[p].ids_per_s = static_cast<double>(c.ids.size()) / seconds[p];
+        }
         return r;
       };
       auto r = run();

@@ -31,19 +31,28 @@ struct CacheBenchConfig {
   int io_threads = 8;
   std::string io = "auto";  // the row files' way to move rows (RowFileSpec::io)
   int64_t ways = 32;  // slots per set of the cache
+  // Times the stream is trained through each table, each pass timed: the
+  // first meets an empty cache (every row's first sight a miss), later
+  // ones the cache as the pass before left it (the steady state).
+  int passes = 2;
+};
+
+// One pass of the stream through a cached table.
+struct CacheBenchPass {
+  double hit_rate = 0, ids_per_s = 0;
+  int64_t misses = 0;  // rows brought in (each batch's distinct ids that were not cached)
+  int64_t rows_read = 0, rows_written = 0;
 };
 
 struct CacheBenchRun {
   std::string policy;
   double load_factor = 0;
   int64_t cached_rows = 0;
-  double hit_rate = 0, ids_per_s = 0;
-  int64_t misses = 0;  // rows brought in (each batch's distinct ids that were not cached)
-  int64_t rows_read = 0, rows_written = 0;
+  std::vector<CacheBenchPass> passes;  // the first: cold
 };
 
 struct CacheBenchResult {
-  double memory_ids_per_s = 0;  // the in-memory kernel, same steps
+  std::vector<double> memory_ids_per_s;  // the in-memory kernel, same steps, per pass
   // The disk's limit for misses: random rows of a full row file of the
   // same size, read in batches of the steps' distinct ids, rows/s.
   double probe_rows_per_s = 0;
@@ -51,7 +60,10 @@ struct CacheBenchResult {
   std::vector<CacheBenchRun> runs;
 };
 
+// `memory_timed` runs once the in-memory kernel is timed (its ids/s per
+// pass), before the cached runs; `done` after each cached run.
 StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const CacheBenchConfig& c,
-                                         const std::function<void(const CacheBenchRun&)>& done);
+                                         const std::function<void(const CacheBenchRun&)>& done,
+                                         const std::function<void(const std::vector<double>&)>& memory_timed);
 
 }  // namespace shardrec::cli

@@ -66,14 +66,19 @@ int RunBenchCache(const std::vector<std::string>& args) {
        "reads and writes in flight (1..256), when a pool of threads moves the rows")
       ("io", po::value(&c.io)->default_value(c.io),
        "how the row files move rows: auto (= threads), threads (a pool of --io-threads), io_uring (one ring, "
-       "through liburing; refused, saying why, where it cannot be used)");
+       "through liburing; refused, saying why, where it cannot be used)")
+      ("passes", po::value(&c.passes)->default_value(c.passes),
+       "times the stream is trained through each table, each pass timed (1..10): the first (cold) meets an empty "
+       "cache, where every row's first sight misses; later ones (warm) meet the cache as the pass before left it, "
+       "the steady state of a long run");
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("bench cache", args, desc, nullptr, &vm, &code,
              "\n\nTrains the stream through a cached table (every row on a file, load_factor x rows of them\n"
              "in a RAM cache run by an eviction policy; docs/cache.md) for each policy and load factor, and\n"
              "through the in-memory kernel on the same steps: hit rate, rows read from and written to the\n"
-             "file, and ids/s with its ratio to the in-memory kernel's.")) {
+             "file, and ids/s with its ratio to the in-memory kernel's, for a cold pass over the stream\n"
+             "and a warm one (--passes).")) {
     return code;
   }
   auto usage = [](const std::string& m) {
@@ -88,6 +93,7 @@ int RunBenchCache(const std::vector<std::string>& args) {
   const std::vector<std::string> given = SplitPolicies(policies);
   if (given.empty()) return usage("--policies '" + policies + "': expected names separated by commas");
   if (c.dim <= 0 || c.batch <= 0 || c.rows < 0) return usage("--dim and --batch must be positive, --rows >= 0");
+  if (c.passes < 1 || c.passes > 10) return usage("--passes " + std::to_string(c.passes) + " is outside 1..10");
   auto ids = ReadIdStream(ids_path);
   if (!ids.ok()) return usage(ids.status().message());
   c.ids = std::move(ids).value();
@@ -125,37 +131,52 @@ int RunBenchCache(const std::vector<std::string>& args) {
   }
   auto stats = CacheStatistics::FromStream(c.ids, c.rows, c.batch);
   if (!stats.ok()) return usage(stats.status().message());
-  auto miss_rate = [&](const CacheBenchRun& run) {  // per lookup (distinct per step), as CacheStatistics counts
-    return static_cast<double>(run.misses) / static_cast<double>(std::max<int64_t>(1, stats->lookups()));
+  auto miss_rate = [&](const CacheBenchPass& pass) {  // per lookup (distinct per step), as CacheStatistics counts
+    return static_cast<double>(pass.misses) / static_cast<double>(std::max<int64_t>(1, stats->lookups()));
   };
+  auto pass_name = [](size_t p) { return p == 0 ? "cold" : "warm"; };
   if (!g.json) {
     std::printf("bench cache: %zu ids over %lld rows of %lld floats, %lld ids per step, optimizer %s; row files in %s\n",
                 c.ids.size(), static_cast<long long>(c.rows), static_cast<long long>(c.dim),
                 static_cast<long long>(c.batch), c.optimizer.c_str(), c.dir.string().c_str());
     std::printf("CacheStatistics of the stream: cacheability %.3f, expected lookups %.0f per step (distinct ids)\n",
                 stats->cacheability(), stats->expected_lookups());
-    std::printf("%-12s %11s %11s %9s %10s %10s %11s %12s %9s\n", "policy", "load factor", "cached rows", "hit rate",
-                "miss rate", "LRU expect", "rows read", "rows written", "M ids/s");
+    std::printf("(LRU expect: the miss rate of a fully associative LRU cache on the stream's first pass)\n");
+    std::printf("%-12s %11s %4s %11s %9s %10s %10s %11s %12s %9s %9s\n", "policy", "load factor", "pass",
+                "cached rows", "hit rate", "miss rate", "LRU expect", "rows read", "rows written", "M ids/s",
+                "/ memory");
   }
-  double memory = 0;
-  auto r = RunCacheBench(session.registry, c, [&](const CacheBenchRun& run) {
-    if (g.json) return;
-    std::printf("%-12s %11.3f %11lld %8.1f%% %9.1f%% %9.1f%% %11lld %12lld %9.3f\n", run.policy.c_str(),
-                run.load_factor, static_cast<long long>(run.cached_rows), 100 * run.hit_rate, 100 * miss_rate(run),
-                100 * stats->expected_miss_rate(run.load_factor), static_cast<long long>(run.rows_read),
-                static_cast<long long>(run.rows_written), run.ids_per_s / 1e6);
-    std::fflush(stdout);
-  });
+  std::vector<double> memory;  // the in-memory kernel's ids/s per pass: timed before the cached runs
+  auto r = RunCacheBench(
+      session.registry, c,
+      [&](const CacheBenchRun& run) {
+        if (g.json) return;
+        for (size_t p = 0; p < run.passes.size(); ++p) {
+          const CacheBenchPass& x = run.passes[p];
+          std::printf("%-12s %11.3f %4s %11lld %8.1f%% %9.1f%% ", run.policy.c_str(), run.load_factor, pass_name(p),
+                      static_cast<long long>(run.cached_rows), 100 * x.hit_rate, 100 * miss_rate(x));
+          if (p == 0) {
+            std::printf("%9.1f%% ", 100 * stats->expected_miss_rate(run.load_factor));
+          } else {
+            std::printf("%10s ", "");
+          }
+          std::printf("%11lld %12lld %9.3f %9.2f\n", static_cast<long long>(x.rows_read),
+                      static_cast<long long>(x.rows_written), x.ids_per_s / 1e6, x.ids_per_s / memory.at(p));
+        }
+        std::fflush(stdout);
+      },
+      [&](const std::vector<double>& memory_ids_per_s) { memory = memory_ids_per_s; });
   std::error_code ec;
   if (!made.empty()) std::filesystem::remove_all(made, ec);
   if (!r.ok()) {
     std::cerr << "shardrec bench cache: " << r.status().message() << "\n";
     return kExitFailure;
   }
-  memory = r->memory_ids_per_s;
   if (g.json) {
+    // A run's own fields are its first (cold) pass; "passes" holds them all.
     nlohmann::json j = {{"ids", c.ids.size()}, {"rows", c.rows}, {"dim", c.dim}, {"batch", c.batch},
-                        {"optimizer", c.optimizer}, {"memory_ids_per_s", memory},
+                        {"optimizer", c.optimizer}, {"memory_ids_per_s", memory.at(0)},
+                        {"memory_ids_per_s_per_pass", memory},
                         {"probe_rows_per_s", r->probe_rows_per_s}, {"io", r->io_backend},
                         {"cacheability", stats->cacheability()}, {"expected_lookups", stats->expected_lookups()},
                         {"lookups", stats->lookups()}, {"runs", nlohmann::json::array()},
@@ -167,18 +188,28 @@ int RunBenchCache(const std::vector<std::string>& args) {
       j["expected_curve"].push_back({lf, stats->expected_miss_rate(lf)});
     }
     for (const auto& run : r->runs) {
-      j["runs"].push_back({{"policy", run.policy}, {"load_factor", run.load_factor}, {"cached_rows", run.cached_rows},
-                           {"hit_rate", run.hit_rate}, {"misses", run.misses}, {"miss_rate", miss_rate(run)},
-                           {"expected_miss_rate", stats->expected_miss_rate(run.load_factor)},
-                           {"rows_read", run.rows_read},
-                           {"rows_written", run.rows_written}, {"ids_per_s", run.ids_per_s},
-                           {"over_memory", run.ids_per_s / memory}});
+      auto pass_json = [&](size_t p) {
+        const CacheBenchPass& x = run.passes[p];
+        return nlohmann::json{{"pass", pass_name(p)}, {"hit_rate", x.hit_rate}, {"misses", x.misses},
+                              {"miss_rate", miss_rate(x)}, {"rows_read", x.rows_read},
+                              {"rows_written", x.rows_written}, {"ids_per_s", x.ids_per_s},
+                              {"over_memory", x.ids_per_s / memory.at(p)}};
+      };
+      nlohmann::json one = pass_json(0);
+      one.erase("pass");
+      one["policy"] = run.policy;
+      one["load_factor"] = run.load_factor;
+      one["cached_rows"] = run.cached_rows;
+      one["expected_miss_rate"] = stats->expected_miss_rate(run.load_factor);
+      one["passes"] = nlohmann::json::array();
+      for (size_t p = 0; p < run.passes.size(); ++p) one["passes"].push_back(pass_json(p));
+      j["runs"].push_back(std::move(one));
     }
     std::cout << j.dump() << "\n";
     return kExitOk;
   }
-  std::printf("in-memory kernel, same steps: %.3f M ids/s; each run / memory:", memory / 1e6);
-  for (const auto& run : r->runs) std::printf(" %s@%.3g %.2f", run.policy.c_str(), run.load_factor, run.ids_per_s / memory);
+  std::printf("in-memory kernel, same steps (the '/ memory' column's base):");
+  for (size_t p = 0; p < memory.size(); ++p) std::printf(" %s %.3f M ids/s", pass_name(p), memory[p] / 1e6);
   std::printf("\n");
   // At low hit rates a run is bound by its misses' reads: rows read per
   // second of the run against the probe's.
@@ -186,9 +217,12 @@ int RunBenchCache(const std::vector<std::string>& args) {
               "%.3f M rows/s; each run's misses read / s over it:",
               static_cast<long long>(c.batch), r->io_backend.c_str(), r->probe_rows_per_s / 1e6);
   for (const auto& run : r->runs) {
-    const double seconds = static_cast<double>(c.ids.size()) / run.ids_per_s;
-    std::printf(" %s@%.3g %.2f", run.policy.c_str(), run.load_factor,
-                static_cast<double>(run.rows_read) / seconds / r->probe_rows_per_s);
+    for (size_t p = 0; p < run.passes.size(); ++p) {
+      const CacheBenchPass& x = run.passes[p];
+      const double seconds = static_cast<double>(c.ids.size()) / x.ids_per_s;
+      std::printf(" %s@%.3g/%s %.2f", run.policy.c_str(), run.load_factor, pass_name(p),
+                  static_cast<double>(x.rows_read) / seconds / r->probe_rows_per_s);
+    }
   }
   std::printf("\n");
   return kExitOk;

@@ -164,6 +164,29 @@ TEST_F(CacheDirectoryTest, OverflowHoldsABatchThatFillsItsSetAndRefusesOneThatDo
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->write_back.ids.size(), 4u) << "three overflow ids, then the way id 9 takes";
   EXPECT_EQ(plan->load.ids, one);
+  EXPECT_TRUE(plan->reloads.empty()) << "id 9 was not among them";
+  // Ids that held overflow slots and are asked for again leave and come
+  // back in one batch: the plan pairs each load with its write-back, whose
+  // row is the one to load (a write-behind has not reached the file yet).
+  auto held = dir->Assign(five);
+  ASSERT_TRUE(held.ok());
+  dir->MarkDirty(held->slots);
+  auto refill = dir->Assign(five);
+  ASSERT_TRUE(refill.ok()) << refill.status().ToString();
+  ASSERT_FALSE(refill->reloads.empty());
+  for (const auto& [load, write_back] : refill->reloads) {
+    EXPECT_EQ(refill->load.ids.at(load), refill->write_back.ids.at(write_back));
+  }
+  for (int64_t id : refill->load.ids) {  // every load of an id just written back is paired
+    const bool written_back = std::find(refill->write_back.ids.begin(), refill->write_back.ids.end(), id) !=
+                              refill->write_back.ids.end();
+    const bool paired = std::any_of(refill->reloads.begin(), refill->reloads.end(),
+                                    [&](const auto& r) { return refill->load.ids[r.first] == id; });
+    EXPECT_EQ(written_back, paired) << id;
+  }
+  EXPECT_EQ(dir->counters().reloads, static_cast<int64_t>(refill->reloads.size()));
+  plan = dir->Assign(one);
+  ASSERT_TRUE(plan.ok());
   // Six ids do not fit in 2 ways + 3 overflow: refused, nothing changed.
   std::vector<int64_t> before;
   for (int64_t id = 0; id < 20; ++id) before.push_back(dir->SlotOf(id));

@@ -7,11 +7,14 @@
 // both. Along the way: flushes, a purge, managed collision's row resets
 // (cached rows and rows on the file), and a checkpoint's round trip (every
 // row read out, then written straight into a new table's file). The cache
-// holds a fifth of the rows, so most steps evict, write back and read rows
-// from the file. Two runs prefetch each next batch's rows on a thread
+// holds a fifth of the rows, so most steps evict, write back (behind, on
+// the cache's writer thread) and read rows from the file; overflow rows
+// come back the batch after they leave. Two runs prefetch each next batch's rows on a thread
 // while the current batch trains (prefetch_pipeline).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -110,6 +113,7 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
   cases.push_back({"lru", "adagrad,lr=0.2", DataType::kFp32, PoolingType::kSum, false, true});
   cases.push_back({"lfu", "adam,lr=0.05", DataType::kFp16, PoolingType::kMean, true, true});
   const std::vector<int64_t> rows = {0, 0, 0}, columns = {0, kDim, 2 * kDim};
+  int64_t reloads = 0;  // rows written back and loaded again in one batch, over every case
   std::vector<int64_t> all(kRows);
   for (int64_t r = 0; r < kRows; ++r) all[static_cast<size_t>(r)] = r;
   for (const Case& c : cases) {
@@ -137,6 +141,7 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
         Tensor w = Tensor::Empty(ToDLDataType(c.dtype), {kRows, kDim});
         Tensor st = Tensor::Empty(dtype::kFloat32, {kRows, cached->Info(0)->state_dim});
         ASSERT_TRUE(cached->Flush().ok());
+        reloads += cached->cache(0)->counters().reloads;  // the new table counts afresh
         ASSERT_TRUE(cached->ReadRows(0, all, &w, &st).ok());
         Tensor small_w = cached->ReadWeights(1).value(), small_st = cached->ReadState(1).value();
         cached = Cached(tables, options, params, dir.path() / "t0-resumed.rows");
@@ -190,6 +195,7 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
     EXPECT_EQ(cache.counters().hits + cache.counters().misses, looked_up);
     EXPECT_GT(cache.counters().evictions, 0);
     EXPECT_GT(cache.file_counters().rows_read, 0) << "rows came back from the file";
+    reloads += cache.counters().reloads;
     if (c.prefetch) {
       EXPECT_GT(cache.prefetch_counters().staged, 0);
       EXPECT_GT(cache.prefetch_counters().used, 0) << "batches took rows a prefetch read";
@@ -201,6 +207,9 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
       EXPECT_TRUE(SameBytes(cached->ReadState(t).value(), ref->ReadState(t).value())) << "state of t" << t;
     }
   }
+  // Overflow rows asked for again in the next batch came back from the
+  // write-back itself (still on its way to the file), bit for bit.
+  EXPECT_GT(reloads, 0);
 }
 
 TEST_F(CachedTablesTest, BadSettingsAndForeignFilesAreRefusedByName) {
@@ -265,6 +274,55 @@ TEST_F(CachedTablesTest, BadSettingsAndForeignFilesAreRefusedByName) {
   EXPECT_EQ(got_invalid, 1);
   EXPECT_EQ(got_invalid, want_invalid);
   EXPECT_TRUE(SameBytes(got, want));
+}
+
+// A write-back that fails on the writer thread (the file may not grow past
+// a size limit: EFBIG) stops the cache at its next call, which names the
+// table and the error; every later call refuses the same way, and the
+// file's rows are no longer trusted.
+TEST_F(CachedTablesTest, AWriteBackThatFailsStopsTheCacheNamingTheError) {
+  testing::TempDir dir("cached");
+  EmbeddingModuleOptions options;
+  options.optimizer = OptimizerSpec::Parse("adagrad,lr=0.2").value();
+  const auto tables = Tables(DataType::kFp32, PoolingType::kSum, false);
+  auto cached = Cached(tables, options, {.load_factor = 0.2, .ways = 8}, dir.path() / "t0.rows");
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  // Header and bitmap (8 KiB) and the first 40 rows may be written; rows
+  // past them fail. SIGXFSZ is ignored so the write returns EFBIG.
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &before), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = before;
+  small.rlim_cur = 8192 + 40 * 2 * kDim * 4;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  struct Restore {
+    rlimit limit;
+    void (*handler)(int);
+    ~Restore() {
+      setrlimit(RLIMIT_FSIZE, &limit);
+      std::signal(SIGXFSZ, handler);
+    }
+  } restore{before, old_handler};
+  const std::vector<int64_t> rows = {0, 0, 0}, columns = {0, kDim, 2 * kDim};
+  Status failed = Status::Ok();
+  int step = 0;
+  for (; step < 40 && failed.ok(); ++step) {
+    const auto batch = Batch(step, false);
+    Tensor out = Tensor::Zeros(dtype::kFloat32, {kBatch, 3 * kDim});
+    failed = cached->Forward(batch, rows, columns, out);
+    if (failed.ok()) failed = cached->Backward(batch, rows, columns, Grad(step), step + 1, std::nan(""));
+  }
+  ASSERT_FALSE(failed.ok()) << "40 steps evicting rows past the limit all succeeded";
+  EXPECT_GT(step, 1) << "the first write-backs come after a batch has trained";
+  EXPECT_NE(failed.message().find("File too large"), std::string::npos) << failed.message();
+  EXPECT_NE(failed.message().find("table 't0'"), std::string::npos) << failed.message();
+  EXPECT_NE(failed.message().find("stopped after an I/O error"), std::string::npos) << failed.message();
+  // Every later call refuses, naming the same error.
+  Tensor out = Tensor::Zeros(dtype::kFloat32, {kBatch, 3 * kDim});
+  const Status again = cached->Forward(Batch(99, false), rows, columns, out);
+  EXPECT_EQ(again.message(), failed.message());
+  EXPECT_FALSE(cached->Flush().ok());
+  EXPECT_FALSE(cached->ReadWeights(0).ok());
 }
 
 }  // namespace

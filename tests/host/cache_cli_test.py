@@ -80,6 +80,25 @@ with tempfile.TemporaryDirectory() as d:
             reuse = 1 - n_distinct / len(raw)
             expect(f"{p}: every row cached, only first sights miss ({reuse:.4f})",
                    abs(big["hit_rate"] - reuse) < 1e-9 and big["rows_read"] == 0, str(big))
+        # Two passes by default: the first meets an empty cache (cold), the
+        # second the cache the first left (warm); a run's own fields are its
+        # cold pass.
+        expect("the in-memory kernel timed per pass", len(j["memory_ids_per_s_per_pass"]) == 2
+               and j["memory_ids_per_s_per_pass"][0] == j["memory_ids_per_s"], str(j))
+        for x in j["runs"]:
+            passes = x["passes"]
+            expect(f"{x['policy']}@{x['load_factor']}: a cold and a warm pass",
+                   [p["pass"] for p in passes] == ["cold", "warm"] and passes[0]["hit_rate"] == x["hit_rate"]
+                   and passes[0]["rows_read"] == x["rows_read"], str(x))
+            for p in passes:
+                expect(f"{x['policy']}@{x['load_factor']}/{p['pass']}: ratio to that pass's in-memory run",
+                       abs(p["over_memory"] - p["ids_per_s"] / j["memory_ids_per_s_per_pass"][passes.index(p)])
+                       < 1e-9, str(p))
+            # (One set of 1024 ways holds every row at both load factors.)
+            warm = passes[1]
+            expect(f"{x['policy']}@{x['load_factor']}: every row cached after the cold pass, the warm pass never "
+                   "misses", x["cached_rows"] >= j["rows"] and warm["hit_rate"] == 1.0 and warm["misses"] == 0
+                   and warm["rows_read"] == 0, str(x))
         expect("the row files are removed", os.listdir(files) == [], str(os.listdir(files)))
         # CacheStatistics of the stream: the seeds' ranges and endpoints.
         expect("cacheability in [0, 1]", 0 <= j["cacheability"] <= 1, str(j["cacheability"]))
@@ -120,11 +139,25 @@ with tempfile.TemporaryDirectory() as d:
     else:
         print("note: no third-party policy library given; that case did not run")
 
+    # A cache smaller than the table (32-way sets), three passes: warm
+    # misses were all seen before, so they come from the file (or, for an
+    # overflow row asked for again, from its write-back).
+    r = run("--ids", ids, "--load-factors", "0.1", "--policies", "lru", "--batch", "512", "--dim", "4",
+            "--passes", "3", "--json")
+    ok = r.returncode == 0
+    expect("three passes run", ok, r.stdout + r.stderr)
+    if ok:
+        x = json.loads(r.stdout.strip().splitlines()[-1])["runs"][0]
+        expect("cold, warm, warm", [p["pass"] for p in x["passes"]] == ["cold", "warm", "warm"], str(x))
+        for p in x["passes"][1:]:
+            expect("a warm pass misses and reads its misses back", 0 < p["rows_read"] <= p["misses"]
+                   and p["rows_written"] > 0, str(p))
+
     # The human report.
     r = run("--ids", ids, "--load-factors", "0.1", "--policies", "lru", "--batch", "512", "--dim", "4")
-    expect("the report names policy, hit rate, the in-memory ratio and the probe",
-           r.returncode == 0 and "hit rate" in r.stdout and "in-memory kernel" in r.stdout
-           and "random-read probe" in r.stdout, r.stdout + r.stderr)
+    expect("the report names policy, hit rate, the passes, the in-memory ratio and the probe",
+           r.returncode == 0 and "hit rate" in r.stdout and " cold " in r.stdout and " warm " in r.stdout
+           and "in-memory kernel" in r.stdout and "random-read probe" in r.stdout, r.stdout + r.stderr)
 
     np.save(os.path.join(d, "floats.npy"), np.ones(10, dtype=np.float32))
     np.save(os.path.join(d, "rows.npy"), np.array([0, 5, 9], dtype=np.int64))
@@ -138,6 +171,7 @@ with tempfile.TemporaryDirectory() as d:
         "a missing --dir": (["--ids", ids, "--dir", os.path.join(d, "nope")], "not a directory"),
         "an unknown policy": (["--ids", ids, "--policies", "clairvoyant", "--load-factors", "0.1"], "clairvoyant"),
         "ways of 0": (["--ids", ids, "--ways", "0", "--load-factors", "0.1"], "ways 0 is outside 1..1024"),
+        "no passes": (["--ids", ids, "--passes", "0"], "--passes 0 is outside 1..10"),
     }
     for name, (flags, needle) in bad.items():
         r = run(*flags)

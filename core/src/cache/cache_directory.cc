@@ -1,12 +1,15 @@
 // CacheDirectory (cache_directory.h). Per slot: the id it holds, its
 // accesses and last access (what the policy scores), the batch that last
-// used it (such a slot is never a victim within that batch), whether its
-// row changed, and the policy's own metadata columns. An id -> slot index
-// (managed collision's) finds hits. Assign keeps an undo log, so that a
-// failure half-way leaves the directory as it was.
+// used it (such a slot is never a victim within that batch) and the
+// policy's own metadata columns; beside them, one byte a slot says whether
+// it is free, clean or dirty, so that a backward's MarkDirty writes a
+// compact array instead of the slots' lines. An id -> slot index (managed
+// collision's) finds hits. Assign keeps an undo log, so that a failure
+// half-way leaves the directory as it was.
 #include "shardrec/core/cache/cache_directory.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -23,8 +26,10 @@ struct Slot {
   int64_t id = -1;  // -1: free
   int64_t count = 0, last = 0;
   int64_t batch = -1;  // the batch that holds it
-  bool dirty = false;
 };
+// A slot's row, beside the slot: free (no row), clean, or changed since
+// it was loaded (written back when it leaves).
+enum class Row : uint8_t { kFree, kClean, kDirty };
 }  // namespace
 
 struct CacheDirectory::State {
@@ -32,22 +37,35 @@ struct CacheDirectory::State {
   int64_t columns = 0;  // the policy's metadata columns
   int64_t sets = 0, ways = 0, overflow = 0;
   std::vector<Slot> slots;
+  std::vector<Row> rows;          // per slot
   std::vector<int64_t> metadata;  // [capacity, columns]
   mc::IdSlotIndex index;
   int64_t batch = 0;
   std::vector<int64_t> overflow_held;  // overflow slots holding last batch's ids
   CacheCounters counters;
 
-  // Assign's undo log: a slot's state before its first change this call,
-  // and the index's changes, undone in reverse.
+  // Assign's undo log: a slot's state before a change this call (its
+  // metadata, when the policy keeps some, in `saved_metadata` in the same
+  // order), and the index's changes, undone in reverse.
   struct Saved {
     int64_t slot;
     Slot before;
-    std::vector<int64_t> metadata;
+    Row row;
   };
   std::vector<Saved> saved;
+  std::vector<int64_t> saved_metadata;
   std::vector<std::pair<int64_t, int64_t>> inserted;  // (id, slot)
   std::vector<std::pair<int64_t, int64_t>> erased;
+  // Assign's scratch, kept across calls: the positions of the batch's
+  // misses, and the slots its misses took so far (an open-addressing
+  // table the size of the misses, which stays in cache, where a repeat
+  // of a miss would otherwise search the whole index).
+  std::vector<size_t> misses;
+  struct Taken {
+    int64_t id = 0, slot = -1;  // slot -1: empty
+    size_t load = 0;            // its index in the plan's loads
+  };
+  std::vector<Taken> taken;
 
   explicit State(EvictionPolicy p) : policy(std::move(p)) {}
   int64_t capacity() const { return sets * ways + overflow; }
@@ -56,32 +74,50 @@ struct CacheDirectory::State {
     return static_cast<int64_t>(mc::ScaleToRange(mc::Fmix64(static_cast<uint64_t>(id)), static_cast<uint64_t>(sets)));
   }
   void Save(int64_t slot) {
-    Saved s{slot, slots[static_cast<size_t>(slot)], {}};
+    saved.push_back({slot, slots[static_cast<size_t>(slot)], rows[static_cast<size_t>(slot)]});
     if (columns > 0) {
       const auto at = metadata.begin() + slot * columns;
-      s.metadata.assign(at, at + columns);
+      saved_metadata.insert(saved_metadata.end(), at, at + columns);
     }
-    saved.push_back(std::move(s));
   }
   void Undo() {
     for (auto it = inserted.rbegin(); it != inserted.rend(); ++it) index.Erase(it->first);
     for (auto it = erased.rbegin(); it != erased.rend(); ++it) index.Insert(it->first, it->second);
+    auto meta = saved_metadata.end();
     for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
       slots[static_cast<size_t>(it->slot)] = it->before;
-      std::copy(it->metadata.begin(), it->metadata.end(), metadata.begin() + it->slot * columns);
+      rows[static_cast<size_t>(it->slot)] = it->row;
+      if (columns > 0) {
+        meta -= columns;
+        std::copy(meta, meta + columns, metadata.begin() + it->slot * columns);
+      }
     }
+  }
+  // The slot a miss of this batch took, or -1 (`taken`, linear probing).
+  size_t TakenHome(int64_t id) const { return mc::Fmix64(static_cast<uint64_t>(id)) & (taken.size() - 1); }
+  const Taken* TakenBy(int64_t id) const {
+    for (size_t b = TakenHome(id);; b = (b + 1) & (taken.size() - 1)) {
+      if (taken[b].slot < 0) return nullptr;
+      if (taken[b].id == id) return &taken[b];
+    }
+  }
+  void Take(int64_t id, int64_t slot, size_t load) {
+    size_t b = TakenHome(id);
+    while (taken[b].slot >= 0) b = (b + 1) & (taken.size() - 1);
+    taken[b] = {id, slot, load};
   }
   // Frees a slot, listing its row for a write-back when it changed.
   void Release(int64_t slot, Plan& plan) {
     Save(slot);
     Slot& s = slots[static_cast<size_t>(slot)];
-    if (s.dirty) {
+    if (rows[static_cast<size_t>(slot)] == Row::kDirty) {
       plan.write_back.ids.push_back(s.id);
       plan.write_back.slots.push_back(slot);
     }
     index.Erase(s.id);
     erased.emplace_back(s.id, slot);
     s = Slot{};
+    rows[static_cast<size_t>(slot)] = Row::kFree;
     if (columns > 0) std::fill_n(metadata.begin() + slot * columns, columns, 0);
   }
   // The way of `set` to evict for this batch, -1 when every way is held
@@ -166,6 +202,7 @@ StatusOr<CacheDirectory> CacheDirectory::Create(const PluginRegistry& registry, 
   s->sets = (config.slots + config.ways - 1) / config.ways;
   s->overflow = config.overflow > 0 ? config.overflow : 2 * config.ways;
   s->slots.assign(static_cast<size_t>(s->capacity()), Slot{});
+  s->rows.assign(static_cast<size_t>(s->capacity()), Row::kFree);
   s->metadata.assign(static_cast<size_t>(s->capacity() * s->columns), 0);
   // Half full at most (not managed collision's quarter): a cache of
   // millions of rows weighs its bookkeeping against the rows it could hold.
@@ -177,15 +214,19 @@ int64_t CacheDirectory::capacity() const { return s_->capacity(); }
 int64_t CacheDirectory::set_slots() const { return s_->sets * s_->ways; }
 int64_t CacheDirectory::ways() const { return s_->ways; }
 int64_t CacheDirectory::bytes() const {
-  return static_cast<int64_t>(s_->slots.size() * sizeof(Slot) + s_->metadata.size() * sizeof(int64_t) +
-                              s_->index.bytes());
+  return static_cast<int64_t>(s_->slots.size() * (sizeof(Slot) + sizeof(Row)) +
+                              s_->metadata.size() * sizeof(int64_t) + s_->index.bytes());
 }
 const CacheCounters& CacheDirectory::counters() const { return s_->counters; }
 int64_t CacheDirectory::SlotOf(int64_t id) const { return s_->index.Find(id); }
 
 StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> ids) {
   State& s = *s_;
+  for (int64_t id : ids) {
+    if (id < 0) return InvalidArgumentError(fmt::format("row cache: id {} is negative", id));
+  }
   s.saved.clear();
+  s.saved_metadata.clear();
   s.inserted.clear();
   s.erased.clear();
   const int64_t batch_before = s.batch;
@@ -203,11 +244,9 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
   for (int64_t slot : s.overflow_held) s.Release(slot, plan);
   s.overflow_held.clear();
   plan.slots.resize(ids.size());
-  std::vector<size_t> misses;
-  for (int64_t id : ids) {
-    if (id < 0) return fail(InvalidArgumentError(fmt::format("row cache: id {} is negative", id)));
-  }
   s.index.FindMany(ids, plan.slots.data());  // prefetched lookups, many misses in flight
+  // Hits: one access each per batch (a repeat is no second access).
+  s.misses.clear();
   constexpr size_t kAhead = 16;  // hits' slots are scattered: bring each toward the cache early
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i + kAhead < ids.size() && plan.slots[i + kAhead] >= 0) {
@@ -215,22 +254,30 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
     }
     const int64_t slot = plan.slots[i];
     if (slot < 0) {
-      misses.push_back(i);
+      s.misses.push_back(i);
       continue;
     }
     Slot& hit = s.slots[static_cast<size_t>(slot)];
-    if (hit.batch == s.batch) continue;  // a repeat: one access per batch
+    if (hit.batch == s.batch) continue;
     s.Save(slot);
     ++hit.count;
     hit.last = s.batch;
     hit.batch = s.batch;
   }
+  // Misses: a way of their set each, once per distinct id.
+  s.taken.assign(std::bit_ceil(2 * s.misses.size() + 2), State::Taken{});
   int64_t next_overflow = s.sets * s.ways;
   int64_t loads = 0;
-  for (size_t i : misses) {
+  for (size_t k = 0; k < s.misses.size(); ++k) {
+    if (k + kAhead < s.misses.size()) {  // the set's first line, and the index entry the insert writes
+      const int64_t ahead = ids[s.misses[k + kAhead]];
+      __builtin_prefetch(&s.slots[static_cast<size_t>(s.SetOf(ahead) * s.ways)]);
+      s.index.Prefetch(ahead);
+    }
+    const size_t i = s.misses[k];
     const int64_t id = ids[i];
-    if (const int64_t earlier = s.index.Find(id); earlier >= 0) {  // a repeat of a miss loaded above
-      plan.slots[i] = earlier;
+    if (const State::Taken* earlier = s.TakenBy(id)) {  // a repeat of a miss loaded above
+      plan.slots[i] = earlier->slot;
       continue;
     }
     ++loads;
@@ -253,24 +300,31 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
       ++s.counters.evictions;
     }
     s.Save(slot);
-    s.slots[static_cast<size_t>(slot)] = Slot{id, 1, s.batch, s.batch, false};
+    s.slots[static_cast<size_t>(slot)] = Slot{id, 1, s.batch, s.batch};
+    s.rows[static_cast<size_t>(slot)] = Row::kClean;
     s.index.Insert(id, slot);
     s.inserted.emplace_back(id, slot);
+    s.Take(id, slot, plan.load.ids.size());
     plan.slots[i] = slot;
     plan.load.ids.push_back(id);
     plan.load.slots.push_back(slot);
+  }
+  for (size_t w = 0; w < plan.write_back.ids.size(); ++w) {
+    if (const State::Taken* back = s.TakenBy(plan.write_back.ids[w])) plan.reloads.emplace_back(back->load, w);
   }
   s.counters.lookups += static_cast<int64_t>(ids.size());
   s.counters.misses += loads;
   s.counters.hits += static_cast<int64_t>(ids.size()) - loads;
   s.counters.write_backs += static_cast<int64_t>(plan.write_back.ids.size());
+  s.counters.reloads += static_cast<int64_t>(plan.reloads.size());
   return plan;
 }
 
 void CacheDirectory::MarkDirty(std::span<const int64_t> slots) {
+  std::vector<Row>& rows = s_->rows;
   for (int64_t slot : slots) {
-    if (slot >= 0 && slot < capacity() && s_->slots[static_cast<size_t>(slot)].id >= 0) {
-      s_->slots[static_cast<size_t>(slot)].dirty = true;
+    if (slot >= 0 && static_cast<size_t>(slot) < rows.size() && rows[static_cast<size_t>(slot)] != Row::kFree) {
+      rows[static_cast<size_t>(slot)] = Row::kDirty;
     }
   }
 }
@@ -278,17 +332,17 @@ void CacheDirectory::MarkDirty(std::span<const int64_t> slots) {
 CacheDirectory::Move CacheDirectory::TakeDirty() {
   Move out;
   for (size_t slot = 0; slot < s_->slots.size(); ++slot) {
-    Slot& s = s_->slots[slot];
-    if (s.id < 0 || !s.dirty) continue;
-    out.ids.push_back(s.id);
+    if (s_->rows[slot] != Row::kDirty) continue;
+    out.ids.push_back(s_->slots[slot].id);
     out.slots.push_back(static_cast<int64_t>(slot));
-    s.dirty = false;
+    s_->rows[slot] = Row::kClean;
   }
   return out;
 }
 
 void CacheDirectory::Clear() {
   std::fill(s_->slots.begin(), s_->slots.end(), Slot{});
+  std::fill(s_->rows.begin(), s_->rows.end(), Row::kFree);
   std::fill(s_->metadata.begin(), s_->metadata.end(), 0);
   s_->index.Clear();
   s_->overflow_held.clear();

@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -30,6 +33,16 @@ struct TableCache::State {
   std::vector<std::byte> staged_rows;
   int64_t staged_limit = 0;  // rows; about one step's
   PrefetchCounters prefetch;
+  // Load's scratch, kept across batches.
+  std::vector<std::byte> io_buf;
+  // The write-back in flight (Behind), and what it returned.
+  std::thread writer;
+  Status writer_status = Status::Ok();
+  std::vector<int64_t> behind_ids;
+  std::vector<std::byte> behind_rows;
+  std::vector<int64_t> load_slots, staged_ids, staged_slots, file_ids, file_slots, drawn_ids, drawn_slots;
+  std::vector<size_t> staged_at;
+  std::vector<int64_t> reloaded;
   Status failed = Status::Ok();  // a write-back or load failed: every later call refuses
 
   Status Usable() const {
@@ -48,6 +61,25 @@ struct TableCache::State {
 
   State(EmbeddingTableConfig c, CachedRowFormat f, TableCacheSpec s, CacheDirectory d, RowFile r)
       : config(std::move(c)), format(f), spec(std::move(s)), dir(std::move(d)), file(std::move(r)) {}
+  ~State() { Settle(); }
+
+  // Waits for the write-back in flight; its failure stops the cache.
+  void Settle() {
+    if (!writer.joinable()) return;
+    writer.join();
+    if (!writer_status.ok() && failed.ok()) failed = writer_status;
+    writer_status = Status::Ok();
+  }
+  // Writes `behind_ids` / `behind_rows` (Save's, `behind` true) on the
+  // writer thread; synchronously when no thread can be made.
+  void WriteBehind() {
+    if (behind_ids.empty()) return;
+    try {
+      writer = std::thread([this] { writer_status = file.Write(behind_ids, behind_rows.data()); });
+    } catch (const std::system_error&) {
+      if (Status st = file.Write(behind_ids, behind_rows.data()); !st.ok() && failed.ok()) failed = st;
+    }
+  }
 
   int64_t state_dim() const { return format.state_dim; }
   Tensor* StateOrNull(Tensor& st) const { return state_dim() > 0 ? &st : nullptr; }
@@ -63,17 +95,21 @@ struct TableCache::State {
   }
 
   // Initial weights of `ids` at their global rows and columns, in the
-  // table's dtype, into `out` (n x weight_bytes).
+  // table's dtype, into `out` (n x weight_bytes): drawn straight into it
+  // when the table is float32, else drawn as float32 and converted.
   Status Draw(std::span<const int64_t> ids, std::byte* out) const {
     const auto n = static_cast<int64_t>(ids.size());
-    Tensor f = Tensor::Empty(dtype::kFloat32, {n, dim});
+    const bool direct = SameDType(format.weight_dtype, dtype::kFloat32);
+    Tensor f = direct ? Tensor() : Tensor::Empty(dtype::kFloat32, {n, dim});
+    float* to = direct ? reinterpret_cast<float*>(out) : f.data<float>();
     for (int64_t k = 0; k < n; ++k) {
       const auto id = ids[static_cast<size_t>(k)];
       const int64_t global = spec.global_rows.empty() ? format.row_origin + id
                                                       : spec.global_rows[static_cast<size_t>(id)];
       sdk::InitialRowWeights(format.init_seed, global, format.col_origin, dim, config.init_min(), config.init_max(),
-                             f.data<float>() + k * dim);
+                             to + k * dim);
     }
+    if (direct) return Status::Ok();
     SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(f, format.weight_dtype, "initial rows of " + config.name));
     std::memcpy(out, typed.raw_data(), typed.nbytes());
     return Status::Ok();
@@ -142,27 +178,82 @@ struct TableCache::State {
     return Status::Ok();
   }
 
-  // Rows of `m.slots` out of the kernel, onto the file as `m.ids`.
-  Status Save(const CacheDirectory::Move& m, const CacheSlots& slots) {
+  // Rows of `m.slots` out of the kernel, onto the file as `m.ids`: now,
+  // or (`behind`) copied into behind_ids / behind_rows for WriteBehind.
+  Status Save(const CacheDirectory::Move& m, const CacheSlots& slots, bool behind) {
+    behind_ids.clear();
     if (m.ids.empty()) return Status::Ok();
     const auto n = static_cast<int64_t>(m.ids.size());
     Tensor w = Tensor::Empty(format.weight_dtype, {n, dim}), st = Tensor::Empty(dtype::kFloat32, {n, state_dim()});
     SR_RETURN_IF_ERROR(slots.Read(m.slots, &w, StateOrNull(st)));
-    std::vector<std::byte> buf(static_cast<size_t>(n * row_bytes));
-    Pack(w, st, buf.data(), n);
+    behind_rows.resize(static_cast<size_t>(n * row_bytes));
+    Pack(w, st, behind_rows.data(), n);
     Unstage(m.ids);
-    return file.Write(m.ids, buf.data());
+    if (behind) {
+      behind_ids = m.ids;
+      return Status::Ok();
+    }
+    return file.Write(m.ids, behind_rows.data());
   }
 
-  // Rows `m.ids` into the kernel at `m.slots`.
-  Status Load(const CacheDirectory::Move& m, const CacheSlots& slots) {
+  // Rows `m.ids` into the kernel at `m.slots`. Each row is unpacked once,
+  // straight into the tensors the kernel takes: rows this batch wrote back
+  // (`reloads`: (index in m, row of behind_rows), not on the file yet) and
+  // staged rows first, then the file's, then the never written (drawn in
+  // place), with the slots put in the same order.
+  Status Load(const CacheDirectory::Move& m, const CacheSlots& slots,
+              std::span<const std::pair<size_t, size_t>> reloads = {}) {
     if (m.ids.empty()) return Status::Ok();
     const auto n = static_cast<int64_t>(m.ids.size());
-    std::vector<std::byte> rows;
-    SR_RETURN_IF_ERROR(Fetch(m.ids, rows));
+    load_slots.clear();
+    staged_ids.clear();
+    staged_slots.clear();
+    staged_at.clear();
+    file_ids.clear();
+    file_slots.clear();
+    drawn_ids.clear();
+    drawn_slots.clear();
+    reloaded.assign(m.ids.size(), -1);
+    for (const auto& [load, back] : reloads) reloaded[load] = static_cast<int64_t>(back);
     Tensor w = Tensor::Empty(format.weight_dtype, {n, dim}), st = Tensor::Empty(dtype::kFloat32, {n, state_dim()});
-    for (int64_t i = 0; i < n; ++i) Unpack(rows.data() + i * row_bytes, &w, &st, i);
-    return slots.Write(m.slots, &w, StateOrNull(st));
+    int64_t k = 0;  // the next row of w and st
+    for (size_t i = 0; i < m.ids.size(); ++i) {
+      const int64_t id = m.ids[i];
+      if (reloaded[i] >= 0) {
+        Unpack(behind_rows.data() + reloaded[i] * row_bytes, &w, &st, k++);
+        load_slots.push_back(m.slots[i]);
+      } else if (!file.Written(id)) {
+        drawn_ids.push_back(id);
+        drawn_slots.push_back(m.slots[i]);
+      } else if (const auto it = staged.find(id); it != staged.end()) {
+        staged_ids.push_back(id);
+        staged_slots.push_back(m.slots[i]);
+        staged_at.push_back(it->second);
+      } else {
+        file_ids.push_back(id);
+        file_slots.push_back(m.slots[i]);
+      }
+    }
+    for (size_t j = 0; j < staged_ids.size(); ++j) Unpack(staged_rows.data() + staged_at[j], &w, &st, k++);
+    prefetch.used += static_cast<int64_t>(staged_ids.size());
+    for (int64_t id : staged_ids) staged.erase(id);  // taken: the staging holds only rows still ahead
+    if (staged.empty()) staged_rows.clear();
+    if (!file_ids.empty()) {
+      io_buf.resize(file_ids.size() * static_cast<size_t>(row_bytes));
+      SR_RETURN_IF_ERROR(file.Read(file_ids, io_buf.data()));
+      for (size_t j = 0; j < file_ids.size(); ++j) Unpack(io_buf.data() + j * static_cast<size_t>(row_bytes), &w, &st, k++);
+    }
+    if (!drawn_ids.empty()) {
+      SR_RETURN_IF_ERROR(Draw(drawn_ids, static_cast<std::byte*>(w.raw_data()) + k * weight_bytes));
+      for (size_t j = 0; j < drawn_ids.size() && state_dim() > 0; ++j) {
+        std::copy(format.initial_state.begin(), format.initial_state.end(),
+                  st.data<float>() + (k + static_cast<int64_t>(j)) * state_dim());
+      }
+    }
+    for (const auto* group : {&staged_slots, &file_slots, &drawn_slots}) {
+      load_slots.insert(load_slots.end(), group->begin(), group->end());
+    }
+    return slots.Write(load_slots, &w, StateOrNull(st));
   }
 
   // `rows` split by where they are: (position, slot) of the cached ones,
@@ -239,7 +330,11 @@ const CacheParams& TableCache::params() const { return s_->spec.params; }
 const std::filesystem::path& TableCache::file() const { return s_->file.path(); }
 const std::string& TableCache::io_backend() const { return s_->file.io_backend(); }
 const CacheCounters& TableCache::counters() const { return s_->dir.counters(); }
-const RowFileCounters& TableCache::file_counters() const { return s_->file.counters(); }
+RowFileCounters TableCache::file_counters() const {
+  std::lock_guard lock(s_->mu);
+  s_->Settle();
+  return s_->file.counters();
+}
 TableCache::PrefetchCounters TableCache::prefetch_counters() const {
   std::lock_guard lock(s_->mu);
   return s_->prefetch;
@@ -248,6 +343,7 @@ TableCache::PrefetchCounters TableCache::prefetch_counters() const {
 Status TableCache::Prefetch(std::span<const int64_t> ids) {
   std::lock_guard lock(s_->mu);
   State& s = *s_;
+  s.Settle();
   SR_RETURN_IF_ERROR(s.Usable());
   // At most about two steps of rows: older staged rows make room.
   if (static_cast<int64_t>(s.staged_rows.size()) > 2 * s.staged_limit * s.row_bytes) {
@@ -275,18 +371,22 @@ Status TableCache::Prefetch(std::span<const int64_t> ids) {
 
 Status TableCache::Assign(std::span<int64_t> ids, const CacheSlots& slots) {
   std::lock_guard lock(s_->mu);
+  s_->Settle();
   SR_RETURN_IF_ERROR(s_->Usable());
   auto assigned = s_->dir.Assign(ids);  // refused: nothing changed
   if (!assigned.ok()) return assigned.status().WithContext("table '" + s_->config.name + "'");
   auto& plan = assigned.value();
-  // Victims leave before misses overwrite their slots. The directory has
-  // moved on: a failure here leaves rows in no place it knows.
-  Status moved = s_->Save(plan.write_back, slots);
-  if (moved.ok()) moved = s_->Load(plan.load, slots);
+  // The victims' rows are copied out before the misses' rows overwrite
+  // their slots; the victims then go to the file behind, while the batch
+  // trains. The directory has moved on: a failure here leaves rows in no
+  // place it knows.
+  Status moved = s_->Save(plan.write_back, slots, /*behind=*/true);
+  if (moved.ok()) moved = s_->Load(plan.load, slots, plan.reloads);
   if (!moved.ok()) {
     s_->failed = moved;
     return s_->Usable();
   }
+  s_->WriteBehind();
   std::copy(plan.slots.begin(), plan.slots.end(), ids.begin());
   return Status::Ok();
 }
@@ -312,9 +412,10 @@ void TableCache::MarkDirty(std::span<const int64_t> slots) {
 
 Status TableCache::Flush(const CacheSlots& slots) {
   std::lock_guard lock(s_->mu);
+  s_->Settle();
   SR_RETURN_IF_ERROR(s_->Usable());
   const CacheDirectory::Move dirty = s_->dir.TakeDirty();
-  if (Status saved = s_->Save(dirty, slots); !saved.ok()) {
+  if (Status saved = s_->Save(dirty, slots, /*behind=*/false); !saved.ok()) {
     s_->dir.MarkDirty(dirty.slots);  // still to be written: nothing is lost
     return saved;
   }
@@ -330,6 +431,7 @@ Status TableCache::Purge(const CacheSlots& slots) {
 
 Status TableCache::ReadRows(std::span<const int64_t> rows, Tensor* weights, Tensor* state, const CacheSlots& slots) {
   std::lock_guard lock(s_->mu);
+  s_->Settle();
   SR_RETURN_IF_ERROR(s_->Usable());
   SR_RETURN_IF_ERROR(s_->CheckRows(rows));
   if (s_->state_dim() == 0) state = nullptr;
@@ -371,6 +473,7 @@ Tensor* Gather(const Tensor* t, const std::vector<size_t>& at, Tensor& out) {
 Status TableCache::WriteRows(std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
                              const CacheSlots& slots) {
   std::lock_guard lock(s_->mu);
+  s_->Settle();
   SR_RETURN_IF_ERROR(s_->Usable());
   SR_RETURN_IF_ERROR(s_->CheckRows(rows));
   if (s_->state_dim() == 0) state = nullptr;
@@ -407,6 +510,7 @@ Status TableCache::WriteRows(std::span<const int64_t> rows, const Tensor* weight
 
 Status TableCache::ResetRows(std::span<const int64_t> rows, const CacheSlots& slots) {
   std::lock_guard lock(s_->mu);
+  s_->Settle();
   SR_RETURN_IF_ERROR(s_->Usable());
   SR_RETURN_IF_ERROR(s_->CheckRows(rows));
   const auto split = s_->SplitRows(rows);

@@ -37,6 +37,7 @@ struct CacheCounters {
   int64_t lookups = 0, hits = 0, misses = 0;
   int64_t evictions = 0, write_backs = 0;  // write-backs: evicted rows that were dirty
   int64_t overflows = 0;                   // misses sent to an overflow slot
+  int64_t reloads = 0;                     // rows that left and came back in one batch (Plan::reloads)
   double hit_rate() const { return lookups ? static_cast<double>(hits) / lookups : 0.0; }
 };
 
@@ -64,6 +65,10 @@ class CacheDirectory {
     std::vector<int64_t> slots;  // per id of the batch
     Move write_back;             // dirty rows leaving their slot: save them before `load` overwrites it
     Move load;                   // misses: row id into slot
+    // Rows that leave and come back in this batch (last batch's overflow
+    // rows, released first, that this batch asks for again): (index in
+    // `load`, index in `write_back`). Their row is the one written back.
+    std::vector<std::pair<size_t, size_t>> reloads;
   };
   // ids: one batch's ids (>= 0; a repeated id shares its slot, and counts
   // as a hit after its first sight). Hits keep their slot; misses take

@@ -22,6 +22,12 @@
 // file changes (a write-back, a write, a reset), so what Assign takes is
 // always the file's row.
 //
+// Write-behind: a batch's dirty victims are copied out of their slots
+// before its misses overwrite them, then written to the file on a thread
+// of their own while the batch trains; the next call waits for that write
+// first (the file has one user at a time), so every call sees the file as
+// if the write had been synchronous.
+//
 // A failed write-back or load leaves the cache and its file out of step,
 // so the cache refuses every later call, naming the first error (the
 // trusted copy is the last checkpoint). A failed Flush keeps its rows dirty.
@@ -89,7 +95,7 @@ class TableCache {
   const std::string& io_backend() const;  // RowFile::io_backend
   // Per id looked up: an id repeated within a batch is a hit after its first.
   const CacheCounters& counters() const;
-  const RowFileCounters& file_counters() const;
+  RowFileCounters file_counters() const;  // after the write-back in flight
   // Rows a Prefetch read from the file, and how many an Assign then took.
   struct PrefetchCounters {
     int64_t staged = 0, used = 0;
