@@ -16,6 +16,7 @@
 #include "shardrec/core/modules/optimizer_spec.h"
 #include "shardrec/core/tensor/npy.h"
 #include "shardrec/core/text/byte_size.h"
+#include "train_cache.h"
 #include "train_data.h"
 
 namespace shardrec::cli {
@@ -25,6 +26,7 @@ namespace {
 struct PlanFlags {
   std::string tables = "4x100000x64,2x20000x16", ids = "uniform", pooling = "8", optimizer = "adagrad,lr=0.05";
   std::string memory_per_rank, output;
+  CacheFlags cache;  // --memory-budget, --cache-params (docs/cache.md)
   std::vector<std::string> kernels, sharders;
   int world_size = 2;
   int64_t batch = 512;
@@ -50,11 +52,13 @@ int RunPlan(const std::vector<std::string>& args) {
       ("optimizer", po::value(&f.optimizer)->default_value(f.optimizer),
        "the fused optimizer the tables train with: its state counts in the memory, its speed in the topology")
       ("memory-per-rank", po::value(&f.memory_per_rank),
-       "bytes of weights + optimizer state each rank may hold (e.g. 8GiB); default: the topology's, else unlimited")
+       "bytes of weights + optimizer state each rank may hold (e.g. 8GiB); default: the topology's, else unlimited. "
+       "A plan over it is refused; --memory-budget instead keeps the tables over it larger than memory")
       ("kernel", po::value(&f.kernels)->composing(),
        "a kernel the planner may choose (repeatable; default: every kernel the topology has a speed for)")
       ("sharder", po::value(&f.sharders)->composing(),
        "a sharder the planner may choose (repeatable; default: every sharder plugin found)");
+  AddCacheOptions(desc, f.cache, /*with_dir=*/false);
   AddPlannerOptions(desc, &pf);
   desc.add_options()
       ("output,o", po::value(&f.output), "write the plan file here (explicit shards: train --plan replays it)")
@@ -73,7 +77,8 @@ int RunPlan(const std::vector<std::string>& args) {
              "  shardrec bench topology -o topo.json            # measure this machine first\n"
              "  shardrec plan --tables tables.json --world-size 8 --hosts 2 --topology topo.json -o plan.json\n"
              "  shardrec plan --tables 2x2000000x64,20x1000x16 --ids zipf:1.1 --explain --compare\n"
-             "  shardrec train --plan plan.json --world-size 8   # run it; or: shardrec train --planner")) {
+             "  shardrec train --plan plan.json --world-size 8   # run it; or: shardrec train --planner\n"
+             "  shardrec plan --tables 1x32000000x64 --memory-budget 2GiB -o plan.json   # an 8 GiB table, cached")) {
     return code;
   }
   auto fail = [](const std::string& m, int exit = kExitUsage) {
@@ -88,6 +93,11 @@ int RunPlan(const std::vector<std::string>& args) {
   if (!pooling.ok()) return fail(pooling.status().message());
   auto optimizer = OptimizerSpec::Parse(f.optimizer);
   if (!optimizer.ok()) return fail("--optimizer: " + optimizer.status().message());
+  if (Status st = ParseCacheFlags(f.cache); !st.ok()) return fail(st.message());
+  if (f.cache.budget_bytes > 0 && !f.memory_per_rank.empty()) {
+    return fail("give --memory-budget (tables over it are cached) or --memory-per-rank (a plan over it is refused), "
+                "not both");
+  }
   int64_t memory = 0;
   if (!f.memory_per_rank.empty()) {
     auto bytes = ParseByteSize(f.memory_per_rank);
@@ -98,11 +108,16 @@ int RunPlan(const std::vector<std::string>& args) {
   if (!synthetic.ok()) return fail(synthetic.status().message());
 
   HostSession session;
-  if (!OpenSession("plan", g, {SR_KIND_SHARDER, SR_KIND_KERNEL}, &session)) return kExitUsage;
+  PluginKinds kinds = {SR_KIND_SHARDER, SR_KIND_KERNEL};
+  if (f.cache.budget_bytes > 0) kinds.push_back(SR_KIND_EVICTION);  // the caches' policies
+  if (!OpenSession("plan", g, kinds, &session)) return kExitUsage;
   PlannerRequest req;
   req.tables = tables.value();
   req.batch_per_rank = f.batch;
   if (Status st = FillPlannerRequest(pf, f.world_size, memory, &req); !st.ok()) return fail(st.message());
+  // Under a budget the caches keep each rank within it: the planner places
+  // tables as if memory were unlimited, even a topology's.
+  if (f.cache.budget_bytes > 0) req.topology.memory_bytes_per_rank = 0;
   auto workload = PlannerWorkload(pf, req.tables, &synthetic.value(), f.batch);
   if (!workload.ok()) return fail(workload.status().message());
   req.workload = std::move(workload).value();
@@ -119,6 +134,9 @@ int RunPlan(const std::vector<std::string>& args) {
   // The plan made concrete (and checked) as train would make it.
   PlanRequest plan_req = PlanRequestFor(req);
   plan_req.spec = result->spec;
+  // --memory-budget: the tables over it become cached (fused_ssd_caching),
+  // each cache's overflow sized to hold a whole step, as train sizes it.
+  ApplyCacheFlags(f.cache, StepIdsBound(f.world_size, f.batch, req.tables, pooling.value(), false), plan_req);
   auto plan = MakePlan(session.registry, plan_req);
   if (!plan.ok()) return fail("the planner's plan does not check: " + plan.status().message(), kExitFailure);
   if (!f.output.empty()) {
@@ -175,6 +193,16 @@ int RunPlan(const std::vector<std::string>& args) {
     return kExitOk;
   }
   std::cout << FormatPlannerResult(result.value(), req, f.explain);
+  if (PlanCachesTables(plan.value())) {
+    std::cout << fmt::format("kept larger than memory under --memory-budget {} a rank (the estimate above counts their "
+                             "lookups as in RAM; a cache's misses cost more: shardrec bench cache):\n",
+                             FormatByteSize(f.cache.budget_bytes))
+              << FormatPlanCaches(plan.value()) << "  in RAM per rank, the caches' slots and directories counted:";
+    for (size_t r = 0; r < plan->bytes_per_rank.size(); ++r) {
+      std::cout << fmt::format(" [{}] {}", r, FormatByteSize(plan->bytes_per_rank[r]));
+    }
+    std::cout << "\n";
+  }
   if (f.compare) {
     std::cout << "estimated, the same model for every plan:\n";
     for (const Row& r : rows) {

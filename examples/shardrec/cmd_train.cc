@@ -1252,6 +1252,9 @@ int RunTrain(const std::vector<std::string>& args) {
     pf.hosts = launched ? std::max(1, world / std::max(1, env->local_world_size)) : 1;
     if (pf.stats_from.empty() && f.click.train) pf.stats_from = f.click.data;
     if (Status st = FillPlannerRequest(pf, world, memory_per_rank, &preq); !st.ok()) return fail(st.message());
+    // Under --memory-budget the caches keep each rank within it: the planner
+    // places tables as if memory were unlimited, even a topology's.
+    if (f.cache.budget_bytes > 0) preq.topology.memory_bytes_per_rank = 0;
     auto workload = PlannerWorkload(pf, preq.tables, f.click.train ? nullptr : &data.value(), f.batch);
     if (!workload.ok()) return fail(workload.status().message());
     preq.workload = std::move(workload).value();

@@ -20,19 +20,21 @@ namespace po = boost::program_options;
 
 std::string DefaultCacheDir() { return fmt::format("/var/tmp/shardrec-cache-{}", ::geteuid()); }
 
-void AddCacheOptions(po::options_description& desc, CacheFlags& f) {
+void AddCacheOptions(po::options_description& desc, CacheFlags& f, bool with_dir) {
   desc.add_options()
       ("memory-budget", po::value(&f.memory_budget),
        "bytes of weights + optimizer state each rank keeps in RAM (e.g. 2GiB). Tables that do not fit are kept "
-       "larger than memory (fused_ssd_caching, docs/cache.md): every row in a file under --cache-dir, a RAM cache "
-       "of the hot ones, largest tables first, at the largest load factor the budget allows")
-      ("cache-dir", po::value(&f.cache_dir)->default_value(f.cache_dir),
-       "where cached tables' row files go (one per table piece, removed at the end; put it on a local SSD, not a "
-       "tmpfs)")
+       "larger than memory (fused_ssd_caching, docs/cache.md): every row in a file, a RAM cache of the hot ones, "
+       "largest tables first, at the largest load factor the budget allows")
       ("cache-params", po::value(&f.cache_params),
        "the caches' settings, KEY=VALUE,... (algorithm=lru|lfu|a plugin's eviction policy, load_factor, ways, "
        "overflow, io_threads, algorithm.OPTION=...): defaults for tables --memory-budget caches, and for plan "
        "entries with compute_kernel fused_ssd_caching and no cache_params");
+  if (!with_dir) return;
+  desc.add_options()
+      ("cache-dir", po::value(&f.cache_dir)->default_value(f.cache_dir),
+       "where cached tables' row files go (one per table piece, removed at the end; put it on a local SSD, not a "
+       "tmpfs)");
 }
 
 Status ParseCacheFlags(CacheFlags& f) {

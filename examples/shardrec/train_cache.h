@@ -30,7 +30,9 @@ struct CacheFlags {
   bool overflow_given = false;                   // --cache-params named `overflow`
 };
 
-void AddCacheOptions(boost::program_options::options_description& desc, CacheFlags& f);
+// --memory-budget and --cache-params, then (`with_dir`: a command that
+// makes the row files) --cache-dir.
+void AddCacheOptions(boost::program_options::options_description& desc, CacheFlags& f, bool with_dir = true);
 // Parses the flags; an error names the flag.
 Status ParseCacheFlags(CacheFlags& f);
 // Into a plan request: the budget and the defaults of the caches it makes.

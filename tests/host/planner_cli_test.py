@@ -8,7 +8,8 @@ bad inputs (a missing or malformed topology, constraints naming no table, a
 pinned rank outside the world, hosts that do not divide the ranks, an
 infeasible memory budget) are refused by name with nothing written; embed
 --planner writes the same files as the unsharded run; train --planner runs
-and reports its estimate.
+and reports its estimate; plan --memory-budget caches the tables over it in
+the plan file, which train replays with --verify.
 
 usage: planner_cli_test.py SHARDREC_EXE
 Exit 77 (skip) when numpy is missing."""
@@ -66,6 +67,33 @@ with tempfile.TemporaryDirectory() as d:
     expect("train replays the plan with --verify", r.returncode == 0 and "verify against the unsharded run" in r.stdout
            and "): OK" in r.stdout, r.stdout + r.stderr)
 
+    # --memory-budget: the tables over it are kept larger than memory in the
+    # plan file (fused_ssd_caching with cache_params), and train replays it,
+    # checked against the unsharded run.
+    cached_plan = os.path.join(d, "cached.json")
+    r = run("plan", *common, "--batch", "64", "--memory-budget", "4MiB", "--cache-params", "algorithm=lfu", "-o",
+            cached_plan)
+    expect("plan --memory-budget runs and names the cached table",
+           r.returncode == 0 and "cached t0: algorithm=lfu" in r.stdout and "in RAM per rank" in r.stdout,
+           r.stdout + r.stderr)
+    entry = {}
+    if os.path.exists(cached_plan):
+        with open(cached_plan) as f:
+            entry = json.load(f)["plan"].get("t0", {})
+    lf = entry.get("cache_params", {}).get("load_factor", 0)
+    expect("the plan file caches t0 under the budget", entry.get("compute_kernel") == "fused_ssd_caching"
+           and 0 < lf < 1 and entry["cache_params"].get("overflow", 0) > 0, json.dumps(entry)[:400])
+    r = run("train", "--tables", TABLES, "--pooling-factor", POOLING, "--world-size", "2", "--steps", "3",
+            "--batch", "64", "--plan", cached_plan, "--verify", "--cache-dir", os.path.join(d, "cache"))
+    expect("train replays the cached plan with --verify", r.returncode == 0 and "): OK" in r.stdout
+           and "cached tables" in r.stdout, r.stdout + r.stderr)
+    never = os.path.join(d, "never-cached.json")
+    refused("--memory-budget with --memory-per-rank",
+            run("plan", *common, "--memory-budget", "2MiB", "--memory-per-rank", "1GiB", "-o", never), "not both",
+            never)
+    refused("a --memory-budget that is no size", run("plan", *common, "--memory-budget", "2XB", "-o", never),
+            "--memory-budget", never)
+
     r = run("plan", *common, "--json")
     try:
         j = json.loads(r.stdout.strip().splitlines()[-1])
@@ -98,6 +126,24 @@ with tempfile.TemporaryDirectory() as d:
         expect("pinned rank honoured", {s["rank"] for s in p["t1"].get("shards", [])} == {1}, json.dumps(p["t1"]))
         expect("column blocks of 8", p["t2"]["sharding_type"] == "column_wise" and
                all(s["cols"][1] == 8 for s in p["t2"]["shards"]), json.dumps(p["t2"]))
+
+    # A table larger than the topology's memory per rank: refused under
+    # that memory, cached under --memory-budget (the planner then places it
+    # as if memory were unlimited).
+    small_topo = os.path.join(d, "small_topo.json")
+    if t:
+        with open(small_topo, "w") as f:
+            json.dump(dict(t, memory_bytes_per_rank=64 << 20), f)
+        big = ["--tables", "1x2000000x32", "--world-size", "2", "--topology", small_topo, "--batch", "64"]
+        r = run("plan", *big)
+        expect("a table over the topology's memory is refused", r.returncode == 1 and "needs" in r.stderr, r.stderr)
+        r = run("plan", *big, "--memory-budget", "32MiB", "--json")
+        ok = r.returncode == 0
+        expect("... and cached under --memory-budget", ok, r.stderr)
+        if ok:
+            e = json.loads(r.stdout.strip().splitlines()[-1])["plan"]["plan"]["t0"]
+            expect("the cached entry", e["compute_kernel"] == "fused_ssd_caching"
+                   and 0 < e["cache_params"]["load_factor"] < 1, json.dumps(e))
 
     # Bad inputs, refused by name, nothing written.
     out = os.path.join(d, "never.json")

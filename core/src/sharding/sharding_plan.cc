@@ -510,15 +510,21 @@ std::string FormatPlan(const ShardingPlan& plan) {
     out += fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}\n", t.config.name, name_w, t.sharding.sharding_type, type_w,
                        t.sharding.compute_kernel, kernel_w, shards);
   }
+  out += FormatPlanCaches(plan);
+  out += "  bytes per rank:";
+  for (size_t r = 0; r < plan.bytes_per_rank.size(); ++r) out += fmt::format(" [{}] {}", r, plan.bytes_per_rank[r]);
+  out += "\n";
+  if (!plan.qcomm.empty()) out += "  comm codecs (forward:backward): " + plan.qcomm.ToString() + "\n";
+  return out;
+}
+
+std::string FormatPlanCaches(const ShardingPlan& plan) {
+  std::string out;
   for (const ShardedTable& t : plan.tables) {
     if (!IsCachedKernel(t.sharding.compute_kernel) || !t.sharding.cache_params) continue;
     out += fmt::format("  cached {}: {} (rows on file, {:.3g}% of them in RAM)\n", t.config.name,
                        CacheParamsToString(*t.sharding.cache_params), 100 * t.sharding.cache_params->load_factor);
   }
-  out += "  bytes per rank:";
-  for (size_t r = 0; r < plan.bytes_per_rank.size(); ++r) out += fmt::format(" [{}] {}", r, plan.bytes_per_rank[r]);
-  out += "\n";
-  if (!plan.qcomm.empty()) out += "  comm codecs (forward:backward): " + plan.qcomm.ToString() + "\n";
   return out;
 }
 

@@ -104,6 +104,10 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
 // The plan as a table for people: per table its type, kernel, ranks, the
 // shards (rows x cols @ rank) and then bytes per rank.
 std::string FormatPlan(const ShardingPlan& plan);
+// FormatPlan's lines for the tables kept larger than memory ("  cached
+// t0: algorithm=lru,load_factor=0.2 (rows on file, 20% of them in RAM)"),
+// one a table; "" when none is.
+std::string FormatPlanCaches(const ShardingPlan& plan);
 
 // The plan as a plan file (explicit shards included), so a run can be
 // repeated exactly.
