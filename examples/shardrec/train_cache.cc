@@ -46,32 +46,22 @@ Status ParseCacheFlags(CacheFlags& f) {
   }
   if (!f.cache_params.empty()) {
     SR_ASSIGN_OR_RETURN(f.defaults, ParseCacheParams(f.cache_params, "--cache-params"));
-    for (size_t at = 0; at <= f.cache_params.size();) {
-      const size_t end = std::min(f.cache_params.find(',', at), f.cache_params.size());
-      f.overflow_given |= f.cache_params.compare(at, end - at, "overflow") == 0 ||
-                          f.cache_params.substr(at, end - at).starts_with("overflow=");
-      at = end + 1;
-    }
   }
   if (f.cache_dir.empty()) return InvalidArgumentError("--cache-dir must name a directory");
   return Status::Ok();
 }
 
-void ApplyCacheFlags(const CacheFlags& f, int64_t step_ids, PlanRequest& req) {
+void ApplyCacheFlags(const CacheFlags& f, const std::map<std::string, int64_t>& step_ids, PlanRequest& req) {
   req.memory_budget_per_rank = f.budget_bytes;
   req.cache_defaults = f.defaults;
-  auto fit = [&](CacheParams& c) { c.overflow = std::clamp<int64_t>(step_ids, 2 * c.ways, int64_t{1} << 30); };
-  if (!f.overflow_given) fit(req.cache_defaults);
-  if (req.spec) {
-    for (auto& [table, sharding] : *req.spec) {
-      if (sharding.cache_params && sharding.cache_params->overflow == 0) fit(*sharding.cache_params);
-    }
-  }
+  // Overflow left 0 (not set by --cache-params nor a plan entry): MakePlan
+  // sizes each table's from its own step.
+  req.cache_overflow = step_ids;
 }
 
-int64_t StepIdsBound(int world, int64_t batch, const std::vector<EmbeddingTableConfig>& tables,
-                     const std::vector<double>& pooling, bool one_id_per_feature) {
-  int64_t most = 0;
+std::map<std::string, int64_t> StepIdsBound(int world, int64_t batch, const std::vector<EmbeddingTableConfig>& tables,
+                                            const std::vector<double>& pooling, bool one_id_per_feature) {
+  std::map<std::string, int64_t> bound;
   size_t feature = 0;  // pooling factors go to features in order, the last repeating
   for (const auto& t : tables) {
     int64_t per_sample = 0;
@@ -79,9 +69,9 @@ int64_t StepIdsBound(int world, int64_t batch, const std::vector<EmbeddingTableC
       const double p = pooling.empty() ? 1.0 : pooling[std::min(feature, pooling.size() - 1)];
       per_sample += one_id_per_feature ? 1 : static_cast<int64_t>(std::ceil(2 * p));
     }
-    most = std::max(most, per_sample);
+    bound[t.name] = static_cast<int64_t>(world) * batch * std::max<int64_t>(per_sample, 1);
   }
-  return static_cast<int64_t>(world) * batch * most;
+  return bound;
 }
 
 bool PlanCachesTables(const ShardingPlan& plan) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,7 +28,6 @@ struct CacheFlags {
   std::string cache_params;                      // --cache-params, as given
   int64_t budget_bytes = 0;                      // parsed
   CacheParams defaults;                          // parsed
-  bool overflow_given = false;                   // --cache-params named `overflow`
 };
 
 // --memory-budget and --cache-params, then (`with_dir`: a command that
@@ -36,16 +36,16 @@ void AddCacheOptions(boost::program_options::options_description& desc, CacheFla
 // Parses the flags; an error names the flag.
 Status ParseCacheFlags(CacheFlags& f);
 // Into a plan request: the budget and the defaults of the caches it makes.
-// `step_ids`: the most ids one step may send a table's piece (every
-// rank's batch), which the caches' overflow slots cover unless
+// `step_ids`: per table, the most ids one step may send a piece of it
+// (every rank's batch), which its caches' overflow slots cover unless
 // --cache-params sets `overflow` (or a plan entry's cache_params do): a
 // cache must hold a whole step.
-void ApplyCacheFlags(const CacheFlags& f, int64_t step_ids, PlanRequest& req);
-// That bound: world x batch x, per table, the ids a sample may have in
-// its features (a synthetic bag holds at most twice its pooling factor; a
-// click log's, one id).
-int64_t StepIdsBound(int world, int64_t batch, const std::vector<EmbeddingTableConfig>& tables,
-                     const std::vector<double>& pooling, bool one_id_per_feature);
+void ApplyCacheFlags(const CacheFlags& f, const std::map<std::string, int64_t>& step_ids, PlanRequest& req);
+// That bound per table: world x batch x the ids a sample may have in the
+// table's features (a synthetic bag holds at most twice its pooling
+// factor; a click log's, one id).
+std::map<std::string, int64_t> StepIdsBound(int world, int64_t batch, const std::vector<EmbeddingTableConfig>& tables,
+                                            const std::vector<double>& pooling, bool one_id_per_feature);
 bool PlanCachesTables(const ShardingPlan& plan);
 // Makes --cache-dir (0700 when new). An existing one must be a directory
 // of this user that no one else may write to (row files hold the model's

@@ -221,6 +221,30 @@ TEST_F(Plans, CachedTablesInPlansAndTheMemoryBudget) {
   // Too small even for the caches' fixed slots.
   budget.memory_budget_per_rank = 5000;
   expect(MakePlan(registry_, budget), "do not fit a memory budget of");
+  // Each table's overflow sized to its own step's ids (train's bound per
+  // table), not one figure for all: big's 20, clamped up to twice its 32
+  // ways, mid's 100; the bytes count them.
+  budget.memory_budget_per_rank = 40000;
+  budget.cache_overflow = {{"big", 20}, {"mid", 100}, {"small", 9000}};
+  auto sized = MakePlan(registry_, budget);
+  ASSERT_TRUE(sized.ok()) << sized.status().ToString();
+  ASSERT_EQ(sized->tables[0].sharding.compute_kernel, "fused_ssd_caching");
+  ASSERT_EQ(sized->tables[1].sharding.compute_kernel, "fused_ssd_caching");
+  EXPECT_EQ(sized->tables[0].sharding.cache_params->overflow, 64) << "2 x 32 ways at least";
+  EXPECT_EQ(sized->tables[1].sharding.cache_params->overflow, 100);
+  for (int64_t b : sized->bytes_per_rank) EXPECT_LE(b, 40000);
+  // A plan entry's own overflow is kept; one left 0 gets its table's.
+  auto entries = WithPlan(budget, R"({"plan": {
+      "big": {"sharding_type": "table_wise", "compute_kernel": "fused_ssd_caching", "ranks": [0],
+              "cache_params": {"load_factor": 0.1, "overflow": 50}},
+      "mid": {"sharding_type": "table_wise", "compute_kernel": "fused_ssd_caching", "ranks": [1],
+              "cache_params": {"load_factor": 0.1}},
+      "small": {"sharding_type": "table_wise", "ranks": [1]}, "wide": {"sharding_type": "table_wise", "ranks": [0]}}})");
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  EXPECT_EQ(entries->tables[0].sharding.cache_params->overflow, 50);
+  EXPECT_EQ(entries->tables[1].sharding.cache_params->overflow, 100);
+  budget.memory_budget_per_rank = 5000;
+  expect(MakePlan(registry_, budget), "overflow slots big 64, mid 100, small 9000");
 }
 
 }  // namespace

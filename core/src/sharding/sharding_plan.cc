@@ -138,6 +138,38 @@ std::vector<int64_t> RankRamBytes(const ShardingPlan& plan, const PlanRequest& r
   return bytes;
 }
 
+// `c.overflow` from PlanRequest::cache_overflow when it is left 0.
+void FillCacheOverflow(const PlanRequest& req, const std::string& table, CacheParams& c) {
+  if (c.overflow != 0) return;
+  if (const auto it = req.cache_overflow.find(table); it != req.cache_overflow.end()) {
+    c.overflow = std::clamp<int64_t>(it->second, 2 * c.ways, int64_t{1} << 30);
+  }
+}
+
+// How many overflow slots the caches hold, for an error: "N overflow
+// slots", or per table when their steps differ.
+std::string FixedOverflowText(const PlanRequest& req) {
+  const CacheParams& d = req.cache_defaults;
+  if (d.overflow > 0 || req.cache_overflow.empty()) {
+    return fmt::format("{} overflow slots", d.overflow > 0 ? d.overflow : 2 * d.ways);
+  }
+  std::string out;
+  for (const auto& [table, ids] : req.cache_overflow) {
+    CacheParams c = d;
+    FillCacheOverflow(req, table, c);
+    out += fmt::format("{}{} {}", out.empty() ? "overflow slots " : ", ", table, c.overflow);
+  }
+  return out;
+}
+
+// A table's cache settings when its plan entry has none: cache_defaults,
+// with its own step's overflow (PlanRequest::cache_overflow).
+CacheParams CacheDefaultsFor(const PlanRequest& req, const std::string& table) {
+  CacheParams c = req.cache_defaults;
+  FillCacheOverflow(req, table, c);
+  return c;
+}
+
 // The budget's rule (PlanRequest::memory_budget_per_rank): cache the
 // tables holding the most bytes on the rank that sets the load factor
 // until the load factor that fits every rank is at least
@@ -157,7 +189,8 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
     const ShardedTable& table = plan.tables[t];
     const int64_t elem = static_cast<int64_t>(DTypeSize(ToDLDataType(table.config.data_type)));
     const int64_t state = req.state_bytes_per_row ? req.state_bytes_per_row(table.config) : 0;
-    const CacheParams& c = table.sharding.cache_params ? *table.sharding.cache_params : req.cache_defaults;
+    const CacheParams c = table.sharding.cache_params ? *table.sharding.cache_params
+                                                      : CacheDefaultsFor(req, table.config.name);
     std::fill(full[t].begin(), full[t].end(), 0);
     std::fill(rows[t].begin(), rows[t].end(), 0);
     std::fill(fixed_slots_bytes[t].begin(), fixed_slots_bytes[t].end(), 0);
@@ -219,7 +252,7 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
     ParameterSharding& p = plan.tables[pick].sharding;
     const ParameterSharding before = p;
     p.compute_kernel = kSsdCachingKernel;
-    p.cache_params = req.cache_defaults;
+    p.cache_params = CacheDefaultsFor(req, plan.tables[pick].config.name);
     p.cache_params->load_factor = 0;
     SR_RETURN_IF_ERROR(ValidateCacheParams(*p.cache_params, plan.tables[pick].config).WithContext("plan"));
     SR_RETURN_IF_ERROR(registry.Find(SR_KIND_EVICTION, p.cache_params->algorithm).status().WithContext("plan: cache"));
@@ -240,11 +273,10 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
     return Status(SR_RESOURCE_EXHAUSTED,
                   fmt::format("plan: the tables do not fit a memory budget of {} per rank{}, even with every sharded "
                               "table cached: what stays in memory takes it all (data-parallel tables, caches with a "
-                              "load factor of their own, and each cache's fixed slots: {} ways a set and {} overflow "
-                              "slots for one step's ids; cache_params ways and overflow set them)",
+                              "load factor of their own, and each cache's fixed slots: {} ways a set and {} for one "
+                              "step's ids; cache_params ways and overflow set them)",
                               FormatByteSize(budget), reserved > 0 ? " less " + FormatByteSize(reserved) + " reserved" : "",
-                              req.cache_defaults.ways,
-                              req.cache_defaults.overflow > 0 ? req.cache_defaults.overflow : 2 * req.cache_defaults.ways));
+                              req.cache_defaults.ways, FixedOverflowText(req)));
   }
   // Four significant digits, rounded down: plans written out stay readable.
   const double scale = std::pow(10.0, 3 - std::floor(std::log10(lf)));
@@ -402,6 +434,7 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
     const bool cached = IsCachedKernel(p.compute_kernel);
     if (cached) {
       if (!p.cache_params) p.cache_params = req.cache_defaults;
+      FillCacheOverflow(req, t.name, *p.cache_params);
       SR_RETURN_IF_ERROR(ValidateCacheParams(*p.cache_params, t).WithContext("plan"));
       if (p.sharding_type == "data_parallel") {
         return InvalidArgumentError("plan: " + who + ": data_parallel keeps the whole table on every rank; a cached "

@@ -80,6 +80,11 @@ struct PlanRequest {
   // cache_defaults' other settings; a plan's own load factors are kept.
   int64_t memory_budget_per_rank = 0;
   CacheParams cache_defaults;
+  // Per table, the overflow slots its caches get when their cache_params
+  // (or cache_defaults) leave `overflow` 0: the most ids one step may send
+  // the table, so that any step fits (train sizes them from each table's
+  // own features). A table not named here keeps the policy's default.
+  std::map<std::string, int64_t> cache_overflow;
 };
 
 struct ShardedTable {
