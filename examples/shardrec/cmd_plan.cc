@@ -115,9 +115,6 @@ int RunPlan(const std::vector<std::string>& args) {
   req.tables = tables.value();
   req.batch_per_rank = f.batch;
   if (Status st = FillPlannerRequest(pf, f.world_size, memory, &req); !st.ok()) return fail(st.message());
-  // Under a budget the caches keep each rank within it: the planner places
-  // tables as if memory were unlimited, even a topology's.
-  if (f.cache.budget_bytes > 0) req.topology.memory_bytes_per_rank = 0;
   auto workload = PlannerWorkload(pf, req.tables, &synthetic.value(), f.batch);
   if (!workload.ok()) return fail(workload.status().message());
   req.workload = std::move(workload).value();
@@ -126,6 +123,7 @@ int RunPlan(const std::vector<std::string>& args) {
   req.sharder_options = session.plugin_options.ForKind("sharder");
   const int32_t opt = optimizer->optimizer;
   req.state_bytes_per_row = StateBytesPerRow(opt);
+  PlanUnderMemoryBudget(session.registry, f.cache.budget_bytes, &req);
   for (const std::string& k : f.kernels) {
     if (Status st = CheckKernelsUsable(session.registry, {k}, opt); !st.ok()) return fail("--kernel: " + st.message());
   }

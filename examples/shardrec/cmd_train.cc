@@ -1252,15 +1252,13 @@ int RunTrain(const std::vector<std::string>& args) {
     pf.hosts = launched ? std::max(1, world / std::max(1, env->local_world_size)) : 1;
     if (pf.stats_from.empty() && f.click.train) pf.stats_from = f.click.data;
     if (Status st = FillPlannerRequest(pf, world, memory_per_rank, &preq); !st.ok()) return fail(st.message());
-    // Under --memory-budget the caches keep each rank within it: the planner
-    // places tables as if memory were unlimited, even a topology's.
-    if (f.cache.budget_bytes > 0) preq.topology.memory_bytes_per_rank = 0;
     auto workload = PlannerWorkload(pf, preq.tables, f.click.train ? nullptr : &data.value(), f.batch);
     if (!workload.ok()) return fail(workload.status().message());
     preq.workload = std::move(workload).value();
     preq.kernels = UsableKernels(session.registry, preq.topology, options.optimizer.optimizer);
     preq.sharder_options = session.plugin_options.ForKind("sharder");
     preq.state_bytes_per_row = StateBytesPerRow(options.optimizer.optimizer);
+    PlanUnderMemoryBudget(session.registry, f.cache.budget_bytes, &preq);
     auto planned = RunPlanner(session.registry, preq);
     if (!planned.ok()) return fail("--planner: " + planned.status().message(), kExitFailure);
     spec = planned->spec;

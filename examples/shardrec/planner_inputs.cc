@@ -123,6 +123,24 @@ PlanRequest PlanRequestFor(const PlannerRequest& req) {
   return p;
 }
 
+void PlanUnderMemoryBudget(const PluginRegistry& registry, int64_t budget_per_rank, PlannerRequest* req) {
+  if (budget_per_rank <= 0) return;
+  req->topology.memory_bytes_per_rank = 0;
+  req->memory_bytes_per_rank.clear();
+  for (const EmbeddingTableConfig& t : req->tables) {
+    const int64_t row_bytes = t.embedding_dim * static_cast<int64_t>(DTypeSize(ToDLDataType(t.data_type))) +
+                              (req->state_bytes_per_row ? req->state_bytes_per_row(t) : 0);
+    if (t.num_embeddings * row_bytes <= budget_per_rank) continue;
+    std::vector<std::string>& allowed = req->constraints[t.name].sharding_types;
+    if (allowed.empty()) {
+      for (const ComponentRef& ref : registry.Components(SR_KIND_SHARDER)) allowed.push_back(ref.name());
+    }
+    // (A table the constraints allow only data_parallel keeps it: the plan
+    // then says it does not fit.)
+    if (allowed != std::vector<std::string>{"data_parallel"}) std::erase(allowed, std::string("data_parallel"));
+  }
+}
+
 Status FillPlannerRequest(const PlannerFlags& f, int world_size, int64_t memory_per_rank, PlannerRequest* req) {
   if (f.hosts < 1 || world_size % f.hosts != 0) {
     return InvalidArgumentError(fmt::format("--hosts {}: the {} ranks must split into equal hosts", f.hosts, world_size));

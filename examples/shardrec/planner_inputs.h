@@ -44,5 +44,11 @@ std::function<int64_t(const EmbeddingTableConfig&)> StateBytesPerRow(int32_t opt
 // The PlanRequest that makes `req`'s tables concrete (MakePlan) on its
 // world, hosts and budgets; `spec` empty: the caller chooses.
 PlanRequest PlanRequestFor(const PlannerRequest& req);
+// Under --memory-budget the caches keep each rank within the budget, so
+// the planner places tables as if memory were unlimited (a topology's
+// memory per rank too), but a table larger than the budget may not be
+// data_parallel (a replica on every rank cannot be cached). Call after
+// FillPlannerRequest, with state_bytes_per_row set.
+void PlanUnderMemoryBudget(const PluginRegistry& registry, int64_t budget_per_rank, PlannerRequest* req);
 
 }  // namespace shardrec::cli

@@ -177,6 +177,20 @@ with tempfile.TemporaryDirectory() as d:
         r = run(*flags)
         expect("refuses " + name, r.returncode != 0 and needle in r.stderr, f"rc={r.returncode} {r.stderr}")
 
+    # scripts/row_write_probe.py, which docs/cache.md quotes: the three
+    # cases, and its file removed.
+    probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "row_write_probe.py")
+    probe_dir = os.path.join(d, "probe")
+    os.mkdir(probe_dir)
+    p = subprocess.run([sys.executable, probe, probe_dir, "--rows", "200", "--file-rows", "1000"],
+                       capture_output=True, text=True, timeout=100)
+    cases = [line.split()[0] for line in p.stdout.splitlines()[1:]]
+    expect("row_write_probe measures fresh, folios and mapped", p.returncode == 0 and cases == ["fresh", "folios", "mapped"]
+           and all("us a row" in line for line in p.stdout.splitlines()[1:]), p.stdout + p.stderr)
+    expect("row_write_probe removes its file", os.listdir(probe_dir) == [], str(os.listdir(probe_dir)))
+    p = subprocess.run([sys.executable, probe, os.path.join(d, "nope")], capture_output=True, text=True, timeout=100)
+    expect("row_write_probe refuses a missing directory", p.returncode != 0 and "not a directory" in p.stderr, p.stderr)
+
 if failures:
     print(f"{len(failures)} FAILED: " + ", ".join(failures))
     sys.exit(1)

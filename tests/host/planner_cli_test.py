@@ -81,8 +81,9 @@ with tempfile.TemporaryDirectory() as d:
         with open(cached_plan) as f:
             entry = json.load(f)["plan"].get("t0", {})
     lf = entry.get("cache_params", {}).get("load_factor", 0)
-    expect("the plan file caches t0 under the budget", entry.get("compute_kernel") == "fused_ssd_caching"
-           and 0 < lf < 1 and entry["cache_params"].get("overflow", 0) > 0, json.dumps(entry)[:400])
+    expect("the plan file caches t0 under the budget, its overflow left to the run's step",
+           entry.get("compute_kernel") == "fused_ssd_caching" and 0 < lf < 1 and "overflow" not in entry["cache_params"],
+           json.dumps(entry)[:400])
     r = run("train", "--tables", TABLES, "--pooling-factor", POOLING, "--world-size", "2", "--steps", "3",
             "--batch", "64", "--plan", cached_plan, "--verify", "--cache-dir", os.path.join(d, "cache"))
     expect("train replays the cached plan with --verify", r.returncode == 0 and "): OK" in r.stdout
@@ -144,6 +145,24 @@ with tempfile.TemporaryDirectory() as d:
             e = json.loads(r.stdout.strip().splitlines()[-1])["plan"]["plan"]["t0"]
             expect("the cached entry", e["compute_kernel"] == "fused_ssd_caching"
                    and 0 < e["cache_params"]["load_factor"] < 1, json.dumps(e))
+        # A table over the budget is never data_parallel (a replica on every
+        # rank cannot be cached): the planner is kept to the others, and one
+        # the constraints allow only data_parallel is refused as not fitting.
+        dp_cons = os.path.join(d, "dp.json")
+        with open(dp_cons, "w") as f:
+            json.dump({"constraints": {"t0": {"sharding_types": ["data_parallel", "table_wise"]}}}, f)
+        r = run("plan", *big, "--memory-budget", "32MiB", "--constraints", dp_cons, "--json")
+        ok = r.returncode == 0
+        expect("under a budget, data_parallel is ruled out for a table over it", ok, r.stderr)
+        if ok:
+            e = json.loads(r.stdout.strip().splitlines()[-1])["plan"]["plan"]["t0"]
+            expect("... so it is table_wise and cached", e["sharding_type"] == "table_wise"
+                   and e["compute_kernel"] == "fused_ssd_caching", json.dumps(e))
+        with open(dp_cons, "w") as f:
+            json.dump({"constraints": {"t0": {"sharding_types": ["data_parallel"]}}}, f)
+        refused("a table over the budget constrained to data_parallel",
+                run("plan", *big, "--memory-budget", "32MiB", "--constraints", dp_cons, "-o", never), "do not fit",
+                never)
 
     # Bad inputs, refused by name, nothing written.
     out = os.path.join(d, "never.json")

@@ -243,8 +243,22 @@ TEST_F(Plans, CachedTablesInPlansAndTheMemoryBudget) {
   ASSERT_TRUE(entries.ok()) << entries.status().ToString();
   EXPECT_EQ(entries->tables[0].sharding.cache_params->overflow, 50);
   EXPECT_EQ(entries->tables[1].sharding.cache_params->overflow, 100);
+  // Written out, a given overflow stays; one sized from the step does
+  // not, so a run with a larger step sizes its own.
+  const std::string written = PlanToJson(*entries);
+  EXPECT_NE(written.find("\"overflow\": 50"), std::string::npos) << written;
+  EXPECT_EQ(written.find("\"overflow\": 100"), std::string::npos) << written;
+  PlanRequest bigger_step = Request(2);
+  bigger_step.cache_overflow = {{"mid", 400}};
+  auto replayed = WithPlan(bigger_step, written);
+  ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+  EXPECT_EQ(replayed->tables[1].sharding.cache_params->overflow, 400);
+  bigger_step.cache_overflow = {{"mid", 100000}};
+  replayed = WithPlan(bigger_step, written);
+  ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+  EXPECT_EQ(replayed->tables[1].sharding.cache_params->overflow, 600) << "no more than the table's rows";
   budget.memory_budget_per_rank = 5000;
-  expect(MakePlan(registry_, budget), "overflow slots big 64, mid 100, small 9000");
+  expect(MakePlan(registry_, budget), "overflow slots big 64, mid 100");
 }
 
 }  // namespace

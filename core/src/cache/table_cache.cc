@@ -1,15 +1,16 @@
 // TableCache (table_cache.h). A row on file is a slot's row as the kernel
 // keeps it: the weights in the table's dtype, then the optimizer state as
 // float32. Before a batch's lookup: the directory's plan, the dirty victims
-// read out of their slots and written to the file, then the misses read
-// from the file (or drawn, when never written) and written into theirs.
+// copied out of their slots, the misses read from the file (or drawn, when
+// never written) and written into theirs, then the victims written to the
+// file on the writer thread while the batch trains.
 #include "shardrec/core/cache/table_cache.h"
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
-#include <optional>
-#include <system_error>
+#include <exception>
+#include <new>
 #include <thread>
 #include <unordered_map>
 
@@ -35,7 +36,8 @@ struct TableCache::State {
   PrefetchCounters prefetch;
   // Load's scratch, kept across batches.
   std::vector<std::byte> io_buf;
-  // The write-back in flight (Behind), and what it returned.
+  // The write-back in flight (WriteBehind), and what it returned. The
+  // buffers are kept across batches (about a step's rows at most).
   std::thread writer;
   Status writer_status = Status::Ok();
   std::vector<int64_t> behind_ids;
@@ -61,6 +63,8 @@ struct TableCache::State {
 
   State(EmbeddingTableConfig c, CachedRowFormat f, TableCacheSpec s, CacheDirectory d, RowFile r)
       : config(std::move(c)), format(f), spec(std::move(s)), dir(std::move(d)), file(std::move(r)) {}
+  // A failure of the last write-back is dropped here: the row file is
+  // scratch, and its rows are not kept past the table.
   ~State() { Settle(); }
 
   // Waits for the write-back in flight; its failure stops the cache.
@@ -75,8 +79,15 @@ struct TableCache::State {
   void WriteBehind() {
     if (behind_ids.empty()) return;
     try {
-      writer = std::thread([this] { writer_status = file.Write(behind_ids, behind_rows.data()); });
-    } catch (const std::system_error&) {
+      writer = std::thread([this] {
+        try {
+          writer_status = file.Write(behind_ids, behind_rows.data());
+        } catch (const std::bad_alloc&) {
+          writer_status = Status(SR_RESOURCE_EXHAUSTED, "out of memory writing back " +
+                                                            std::to_string(behind_ids.size()) + " rows");
+        }
+      });
+    } catch (const std::exception&) {  // no thread (std::system_error, bad_alloc): write now
       if (Status st = file.Write(behind_ids, behind_rows.data()); !st.ok() && failed.ok()) failed = st;
     }
   }

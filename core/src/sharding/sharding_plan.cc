@@ -138,33 +138,33 @@ std::vector<int64_t> RankRamBytes(const ShardingPlan& plan, const PlanRequest& r
   return bytes;
 }
 
-// `c.overflow` from PlanRequest::cache_overflow when it is left 0.
-void FillCacheOverflow(const PlanRequest& req, const std::string& table, CacheParams& c) {
+// `c.overflow` from PlanRequest::cache_overflow when it is left 0: the
+// step's ids, at most the table's rows (a step cannot bring more distinct
+// ids), at least the directory's default of two sets' ways.
+void FillCacheOverflow(const PlanRequest& req, const EmbeddingTableConfig& table, CacheParams& c) {
   if (c.overflow != 0) return;
-  if (const auto it = req.cache_overflow.find(table); it != req.cache_overflow.end()) {
-    c.overflow = std::clamp<int64_t>(it->second, 2 * c.ways, int64_t{1} << 30);
+  if (const auto it = req.cache_overflow.find(table.name); it != req.cache_overflow.end()) {
+    c.overflow = std::clamp<int64_t>(std::min(it->second, table.num_embeddings), 2 * c.ways, int64_t{1} << 30);
+    c.overflow_from_step = true;
   }
 }
 
-// How many overflow slots the caches hold, for an error: "N overflow
-// slots", or per table when their steps differ.
-std::string FixedOverflowText(const PlanRequest& req) {
-  const CacheParams& d = req.cache_defaults;
-  if (d.overflow > 0 || req.cache_overflow.empty()) {
-    return fmt::format("{} overflow slots", d.overflow > 0 ? d.overflow : 2 * d.ways);
-  }
+// The cached tables' overflow slots, for an error: "overflow slots t0
+// 65536, t3 4096".
+std::string OverflowText(const ShardingPlan& plan) {
   std::string out;
-  for (const auto& [table, ids] : req.cache_overflow) {
-    CacheParams c = d;
-    FillCacheOverflow(req, table, c);
-    out += fmt::format("{}{} {}", out.empty() ? "overflow slots " : ", ", table, c.overflow);
+  for (const ShardedTable& t : plan.tables) {
+    if (!IsCachedKernel(t.sharding.compute_kernel) || !t.sharding.cache_params) continue;
+    const CacheParams& c = *t.sharding.cache_params;
+    out += fmt::format("{}{} {}", out.empty() ? "overflow slots " : ", ", t.config.name,
+                       c.overflow > 0 ? c.overflow : 2 * c.ways);
   }
-  return out;
+  return out.empty() ? "their overflow slots" : out;
 }
 
 // A table's cache settings when its plan entry has none: cache_defaults,
 // with its own step's overflow (PlanRequest::cache_overflow).
-CacheParams CacheDefaultsFor(const PlanRequest& req, const std::string& table) {
+CacheParams CacheDefaultsFor(const PlanRequest& req, const EmbeddingTableConfig& table) {
   CacheParams c = req.cache_defaults;
   FillCacheOverflow(req, table, c);
   return c;
@@ -190,7 +190,7 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
     const int64_t elem = static_cast<int64_t>(DTypeSize(ToDLDataType(table.config.data_type)));
     const int64_t state = req.state_bytes_per_row ? req.state_bytes_per_row(table.config) : 0;
     const CacheParams c = table.sharding.cache_params ? *table.sharding.cache_params
-                                                      : CacheDefaultsFor(req, table.config.name);
+                                                      : CacheDefaultsFor(req, table.config);
     std::fill(full[t].begin(), full[t].end(), 0);
     std::fill(rows[t].begin(), rows[t].end(), 0);
     std::fill(fixed_slots_bytes[t].begin(), fixed_slots_bytes[t].end(), 0);
@@ -252,7 +252,7 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
     ParameterSharding& p = plan.tables[pick].sharding;
     const ParameterSharding before = p;
     p.compute_kernel = kSsdCachingKernel;
-    p.cache_params = CacheDefaultsFor(req, plan.tables[pick].config.name);
+    p.cache_params = CacheDefaultsFor(req, plan.tables[pick].config);
     p.cache_params->load_factor = 0;
     SR_RETURN_IF_ERROR(ValidateCacheParams(*p.cache_params, plan.tables[pick].config).WithContext("plan"));
     SR_RETURN_IF_ERROR(registry.Find(SR_KIND_EVICTION, p.cache_params->algorithm).status().WithContext("plan: cache"));
@@ -276,7 +276,7 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
                               "load factor of their own, and each cache's fixed slots: {} ways a set and {} for one "
                               "step's ids; cache_params ways and overflow set them)",
                               FormatByteSize(budget), reserved > 0 ? " less " + FormatByteSize(reserved) + " reserved" : "",
-                              req.cache_defaults.ways, FixedOverflowText(req)));
+                              req.cache_defaults.ways, OverflowText(plan)));
   }
   // Four significant digits, rounded down: plans written out stay readable.
   const double scale = std::pow(10.0, 3 - std::floor(std::log10(lf)));
@@ -297,7 +297,7 @@ json CacheParamsJson(const CacheParams& c) {
   if (!c.precision.empty()) j["precision"] = c.precision;
   if (c.prefetch_pipeline) j["prefetch_pipeline"] = true;
   if (c.ways != d.ways) j["ways"] = c.ways;
-  if (c.overflow != d.overflow) j["overflow"] = c.overflow;
+  if (c.overflow != d.overflow && !c.overflow_from_step) j["overflow"] = c.overflow;
   if (c.io_threads != d.io_threads) j["io_threads"] = c.io_threads;
   if (c.io != d.io) j["io"] = c.io;
   return j;
@@ -434,7 +434,7 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
     const bool cached = IsCachedKernel(p.compute_kernel);
     if (cached) {
       if (!p.cache_params) p.cache_params = req.cache_defaults;
-      FillCacheOverflow(req, t.name, *p.cache_params);
+      FillCacheOverflow(req, t, *p.cache_params);
       SR_RETURN_IF_ERROR(ValidateCacheParams(*p.cache_params, t).WithContext("plan"));
       if (p.sharding_type == "data_parallel") {
         return InvalidArgumentError("plan: " + who + ": data_parallel keeps the whole table on every rank; a cached "

@@ -36,6 +36,11 @@ struct CacheParams {
   bool prefetch_pipeline = false;
   int64_t ways = 32;     // slots per set of the directory (cache_directory.h)
   int64_t overflow = 0;  // slots for one batch's ids beyond a full set (0: 2 x ways)
+  // `overflow` was sized from this run's step (PlanRequest::cache_overflow),
+  // not given: a plan file leaves it out, so a run replaying the plan
+  // sizes it from its own step (a larger batch must not inherit a smaller
+  // overflow).
+  bool overflow_from_step = false;
   int io_threads = 8;    // row-file reads and writes in flight (the pool of threads)
   std::string io = "auto";  // auto (= threads) | threads | io_uring (RowFileSpec::io)
 };
@@ -53,7 +58,7 @@ Status ValidateCacheParams(const CacheParams& p, const EmbeddingTableConfig& tab
 
 // RAM a cache of `slots` rows takes: the rows themselves (`row_bytes`
 // each, weights and optimizer state) and the directory's bookkeeping, at
-// most 120 bytes a slot for policies of up to two metadata columns (40 the
+// most 120 bytes a slot for policies of up to two metadata columns (33 the
 // slot's state, 16 the policy's, up to 64 the id index's: half full at
 // most, rounded up to a power of two). CacheDirectory::bytes() is exact.
 inline constexpr int64_t kCacheDirectoryBytesPerSlot = 120;
