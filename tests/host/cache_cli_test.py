@@ -6,8 +6,10 @@ load factors under lru and lfu, beside the in-memory kernel and a
 random-read probe of a row file of the same size: the figures
 hang together (a bigger cache hits at least as often and reads fewer rows
 from its file; misses bound the rows read; with every row cached the hit
-rate approaches the stream's reuse), the row files are removed, and bad
-input is refused with a message naming it.
+rate approaches the stream's reuse; a warm pass over a cache that holds
+every row never misses, and warm misses are read back), the row files are
+removed, and bad input is refused with a message naming it. The probe
+script docs/cache.md quotes (scripts/row_write_probe.py) runs too.
 
 A third party's policy (the SDK example's decayed_lfu, by path, with an
 option) runs the cache the same way.
