@@ -34,17 +34,16 @@ struct TableCache::State {
   std::vector<std::byte> staged_rows;
   int64_t staged_limit = 0;  // rows; about one step's
   PrefetchCounters prefetch;
-  // Load's scratch, kept across batches.
-  std::vector<std::byte> io_buf;
+  // Gather's scratch, kept across batches.
+  std::vector<std::byte> io_buf, drawn_weights;
+  std::vector<int64_t> from_behind, file_ids, drawn_ids;
+  std::vector<size_t> file_at, drawn_at;
   // The write-back in flight (WriteBehind), and what it returned. The
   // buffers are kept across batches (about a step's rows at most).
   std::thread writer;
   Status writer_status = Status::Ok();
   std::vector<int64_t> behind_ids;
   std::vector<std::byte> behind_rows;
-  std::vector<int64_t> load_slots, staged_ids, staged_slots, file_ids, file_slots, drawn_ids, drawn_slots;
-  std::vector<size_t> staged_at;
-  std::vector<int64_t> reloaded;
   Status failed = Status::Ok();  // a write-back or load failed: every later call refuses
 
   Status Usable() const {
@@ -145,48 +144,62 @@ struct TableCache::State {
     }
   }
 
-  // Rows `ids` not in a slot, as whole rows (n x row_bytes): from the file
-  // when written, else drawn with a fresh (zero) optimizer state.
-  Status Fetch(std::span<const int64_t> ids, std::vector<std::byte>& rows) {
-    rows.assign(ids.size() * static_cast<size_t>(row_bytes), std::byte{0});
-    std::vector<int64_t> written, drawn;
-    std::vector<size_t> written_at, drawn_at;
+  // The whole rows (weights, then state) of `ids`, none of them in a slot,
+  // each handed to `place(i, row)` for ids[i]: rows this batch wrote back
+  // (`reloads`: (i, row of behind_rows), not on the file yet), rows a
+  // prefetch staged, rows on the file, and rows never written, drawn with
+  // the kernel's fresh optimizer state.
+  template <class Place>
+  Status Gather(std::span<const int64_t> ids, std::span<const std::pair<size_t, size_t>> reloads, Place place) {
+    const auto rb = static_cast<size_t>(row_bytes);
+    from_behind.assign(ids.size(), -1);
+    for (const auto& [i, back] : reloads) from_behind[i] = static_cast<int64_t>(back);
+    file_ids.clear();
+    file_at.clear();
+    drawn_ids.clear();
+    drawn_at.clear();
     for (size_t i = 0; i < ids.size(); ++i) {
-      const bool on_file = file.Written(ids[i]);
-      (on_file ? written : drawn).push_back(ids[i]);
-      (on_file ? written_at : drawn_at).push_back(i);
-    }
-    // Staged rows (a prefetch read them) first, then the file.
-    std::vector<int64_t> unstaged;
-    std::vector<size_t> unstaged_at;
-    for (size_t k = 0; k < written.size(); ++k) {
-      const auto it = staged.find(written[k]);
-      if (it == staged.end()) {
-        unstaged.push_back(written[k]);
-        unstaged_at.push_back(written_at[k]);
-        continue;
+      if (from_behind[i] >= 0) {
+        place(i, behind_rows.data() + static_cast<size_t>(from_behind[i]) * rb);
+      } else if (!file.Written(ids[i])) {
+        drawn_ids.push_back(ids[i]);
+        drawn_at.push_back(i);
+      } else if (const auto it = staged.find(ids[i]); it != staged.end()) {
+        place(i, staged_rows.data() + it->second);
+        ++prefetch.used;
+        staged.erase(it);  // taken: the staging holds only rows still ahead
+      } else {
+        file_ids.push_back(ids[i]);
+        file_at.push_back(i);
       }
-      std::memcpy(rows.data() + written_at[k] * static_cast<size_t>(row_bytes), staged_rows.data() + it->second,
-                  static_cast<size_t>(row_bytes));
-      ++prefetch.used;
-      staged.erase(it);  // taken: the staging holds only rows still ahead
     }
     if (staged.empty()) staged_rows.clear();
-    std::vector<std::byte> buf(unstaged.size() * static_cast<size_t>(row_bytes));
-    SR_RETURN_IF_ERROR(file.Read(unstaged, buf.data()));
-    for (size_t k = 0; k < unstaged.size(); ++k) {
-      std::memcpy(rows.data() + unstaged_at[k] * static_cast<size_t>(row_bytes), buf.data() + k * static_cast<size_t>(row_bytes),
-                  static_cast<size_t>(row_bytes));
+    if (!file_ids.empty()) {
+      io_buf.resize(file_ids.size() * rb);
+      SR_RETURN_IF_ERROR(file.Read(file_ids, io_buf.data()));
+      for (size_t k = 0; k < file_ids.size(); ++k) place(file_at[k], io_buf.data() + k * rb);
     }
-    if (drawn.empty()) return Status::Ok();
-    std::vector<std::byte> w(drawn.size() * static_cast<size_t>(weight_bytes));
-    SR_RETURN_IF_ERROR(Draw(drawn, w.data()));
-    for (size_t k = 0; k < drawn.size(); ++k) {
-      std::byte* row = rows.data() + drawn_at[k] * static_cast<size_t>(row_bytes);
-      std::memcpy(row, w.data() + k * static_cast<size_t>(weight_bytes), static_cast<size_t>(weight_bytes));
-      if (state_dim() > 0) std::memcpy(row + weight_bytes, format.initial_state.data(), static_cast<size_t>(state_dim()) * 4);
+    if (!drawn_ids.empty()) {
+      io_buf.resize(drawn_ids.size() * rb);
+      const auto wb = static_cast<size_t>(weight_bytes);
+      drawn_weights.resize(drawn_ids.size() * wb);
+      SR_RETURN_IF_ERROR(Draw(drawn_ids, drawn_weights.data()));
+      for (size_t k = 0; k < drawn_ids.size(); ++k) {
+        std::byte* row = io_buf.data() + k * rb;
+        std::memcpy(row, drawn_weights.data() + k * wb, wb);
+        if (state_dim() > 0) std::memcpy(row + wb, format.initial_state.data(), static_cast<size_t>(state_dim()) * 4);
+        place(drawn_at[k], row);
+      }
     }
     return Status::Ok();
+  }
+
+  // Rows `ids` not in a slot, as whole rows (n x row_bytes).
+  Status Fetch(std::span<const int64_t> ids, std::vector<std::byte>& rows) {
+    rows.resize(ids.size() * static_cast<size_t>(row_bytes));
+    return Gather(ids, {}, [&](size_t i, const std::byte* row) {
+      std::memcpy(rows.data() + i * static_cast<size_t>(row_bytes), row, static_cast<size_t>(row_bytes));
+    });
   }
 
   // Rows of `m.slots` out of the kernel, onto the file as `m.ids`: now,
@@ -207,64 +220,18 @@ struct TableCache::State {
     return file.Write(m.ids, behind_rows.data());
   }
 
-  // Rows `m.ids` into the kernel at `m.slots`. Each row is unpacked once,
-  // straight into the tensors the kernel takes: rows this batch wrote back
-  // (`reloads`: (index in m, row of behind_rows), not on the file yet) and
-  // staged rows first, then the file's, then the never written (drawn in
-  // place), with the slots put in the same order.
+  // Rows `m.ids` into the kernel at `m.slots`, each unpacked once, straight
+  // into the tensors the kernel takes. `reloads`: (index in m, row of
+  // behind_rows) for rows this batch wrote back.
   Status Load(const CacheDirectory::Move& m, const CacheSlots& slots,
               std::span<const std::pair<size_t, size_t>> reloads = {}) {
     if (m.ids.empty()) return Status::Ok();
     const auto n = static_cast<int64_t>(m.ids.size());
-    load_slots.clear();
-    staged_ids.clear();
-    staged_slots.clear();
-    staged_at.clear();
-    file_ids.clear();
-    file_slots.clear();
-    drawn_ids.clear();
-    drawn_slots.clear();
-    reloaded.assign(m.ids.size(), -1);
-    for (const auto& [load, back] : reloads) reloaded[load] = static_cast<int64_t>(back);
     Tensor w = Tensor::Empty(format.weight_dtype, {n, dim}), st = Tensor::Empty(dtype::kFloat32, {n, state_dim()});
-    int64_t k = 0;  // the next row of w and st
-    for (size_t i = 0; i < m.ids.size(); ++i) {
-      const int64_t id = m.ids[i];
-      if (reloaded[i] >= 0) {
-        Unpack(behind_rows.data() + reloaded[i] * row_bytes, &w, &st, k++);
-        load_slots.push_back(m.slots[i]);
-      } else if (!file.Written(id)) {
-        drawn_ids.push_back(id);
-        drawn_slots.push_back(m.slots[i]);
-      } else if (const auto it = staged.find(id); it != staged.end()) {
-        staged_ids.push_back(id);
-        staged_slots.push_back(m.slots[i]);
-        staged_at.push_back(it->second);
-      } else {
-        file_ids.push_back(id);
-        file_slots.push_back(m.slots[i]);
-      }
-    }
-    for (size_t j = 0; j < staged_ids.size(); ++j) Unpack(staged_rows.data() + staged_at[j], &w, &st, k++);
-    prefetch.used += static_cast<int64_t>(staged_ids.size());
-    for (int64_t id : staged_ids) staged.erase(id);  // taken: the staging holds only rows still ahead
-    if (staged.empty()) staged_rows.clear();
-    if (!file_ids.empty()) {
-      io_buf.resize(file_ids.size() * static_cast<size_t>(row_bytes));
-      SR_RETURN_IF_ERROR(file.Read(file_ids, io_buf.data()));
-      for (size_t j = 0; j < file_ids.size(); ++j) Unpack(io_buf.data() + j * static_cast<size_t>(row_bytes), &w, &st, k++);
-    }
-    if (!drawn_ids.empty()) {
-      SR_RETURN_IF_ERROR(Draw(drawn_ids, static_cast<std::byte*>(w.raw_data()) + k * weight_bytes));
-      for (size_t j = 0; j < drawn_ids.size() && state_dim() > 0; ++j) {
-        std::copy(format.initial_state.begin(), format.initial_state.end(),
-                  st.data<float>() + (k + static_cast<int64_t>(j)) * state_dim());
-      }
-    }
-    for (const auto* group : {&staged_slots, &file_slots, &drawn_slots}) {
-      load_slots.insert(load_slots.end(), group->begin(), group->end());
-    }
-    return slots.Write(load_slots, &w, StateOrNull(st));
+    SR_RETURN_IF_ERROR(Gather(m.ids, reloads, [&](size_t i, const std::byte* row) {
+      Unpack(row, &w, &st, static_cast<int64_t>(i));
+    }));
+    return slots.Write(m.slots, &w, StateOrNull(st));
   }
 
   // `rows` split by where they are: (position, slot) of the cached ones,
