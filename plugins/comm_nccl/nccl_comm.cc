@@ -420,14 +420,25 @@ class CommState : public std::enable_shared_from_this<CommState> {
     return request;
   }
 
-  // Splits this communicator (collective over it); the caller waits for it.
-  ncclResult_t SplitLocked(int32_t color, int32_t key, ncclComm_t* out, std::string* error) {
+  // Splits this communicator (collective over it); the caller waits for it
+  // on this communicator (AwaitNccl) and then takes the child (SplitChild).
+  // On a non-blocking communicator NCCL writes the child's handle only when
+  // the split completes, from its own thread: the slot it writes lives here,
+  // where an abort of this communicator cannot outlive it.
+  ncclResult_t SplitLocked(int32_t color, int32_t key, std::string* error) {
     std::lock_guard<std::mutex> lock(m_);
     ThrowIfFailedLocked("split");
     ncclConfig_t config = shared_->Config();
-    const ncclResult_t r = ncclCommSplit(comm_, color, key, out, &config);
+    split_child_ = nullptr;
+    const ncclResult_t r = ncclCommSplit(comm_, color, key, &split_child_, &config);
     if (r != ncclSuccess && r != ncclInProgress) *error = NcclText(r, comm_);
     return r;
+  }
+
+  // The child of the last split, once AwaitNccl saw it complete.
+  ncclComm_t SplitChild() {
+    std::lock_guard<std::mutex> lock(m_);
+    return std::exchange(split_child_, nullptr);
   }
 
   // Fails the communicator (see Fail) if NCCL reports an error on it now:
@@ -585,6 +596,7 @@ class CommState : public std::enable_shared_from_this<CommState> {
 
   mutable std::mutex m_;
   ncclComm_t comm_ = nullptr;
+  ncclComm_t split_child_ = nullptr;  // written by NCCL when a split completes
   bool ready_ = false;
   std::string failure_;
   std::vector<std::weak_ptr<NcclRequest>> outstanding_;
@@ -746,23 +758,30 @@ class NcclComm {
     UseDevice(shared->device);
     auto sub = std::make_shared<CommState>(shared, base + "/color" + std::to_string(color), sub_rank,
                                            std::move(group.global_ranks));
-    ncclComm_t comm = nullptr;
     std::string error;
-    const ncclResult_t r = state_->SplitLocked(color, key, &comm, &error);
+    const ncclResult_t r = state_->SplitLocked(color, key, &error);
     if (r != ncclSuccess && r != ncclInProgress) {
       const std::string message = what + ": ncclCommSplit failed: " + error;
-      if (comm != nullptr) ncclCommAbort(comm);
+      if (ncclComm_t partial = state_->SplitChild(); partial != nullptr) ncclCommAbort(partial);
       state_->Fail(0, CodeOf(r), message);
       throw sdk::Error(CodeOf(r), message);
     }
-    // The child reports the split's progress; the parent is checked after.
+    // The parent reports the split's progress (on failure or at the
+    // deadline AwaitNccl aborts it); the child's handle exists after.
+    state_->AwaitNccl(deadline, what, seq);
+    ncclComm_t comm = state_->SplitChild();
+    if (comm == nullptr) {
+      const std::string message = what + ": ncclCommSplit completed without a communicator for color " +
+                                  std::to_string(color);
+      state_->Fail(0, SR_INTERNAL, message);
+      throw sdk::Error(SR_INTERNAL, message);
+    }
     try {
       sub->Adopt(comm, deadline, what, seq);
     } catch (const sdk::Error& err) {
       state_->Fail(0, err.code(), err.what());
       throw;
     }
-    state_->AwaitNccl(deadline, what, seq);
     return std::make_unique<NcclComm>(std::move(sub));
   }
 

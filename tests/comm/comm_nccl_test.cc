@@ -517,14 +517,21 @@ TEST_F(NcclGpuTest, HostDevicesAndMissingGpusAreRejected) {
   EXPECT_NE(missing.status().message().find("does not exist"), std::string::npos) << missing.status().message();
 }
 
-TEST_F(NcclGpuTest, HostTensorsAreRejectedAtPost) {
+// The plugin moves CUDA tensors only: a host tensor posted to it directly is
+// refused at post. A ProcessGroup stages host tensors through the device
+// (docs/comm.md), so the same call through the group works.
+TEST_F(NcclGpuTest, HostTensorsAreRejectedByThePluginAndStagedByTheGroup) {
   auto g = ProcessGroup::Create(registry_, Config(0, 1, 0));
   ASSERT_TRUE(g.ok()) << g.status().message();
-  Tensor x = Tensor::Zeros(dtype::kFloat32, {4});
-  Status s = g.value().AllReduce(x, &x);
-  EXPECT_EQ(s.code(), SR_INVALID_ARGUMENT) << s.message();
-  // The communicator is still usable.
+  Tensor x = Tensor::FromVector(std::vector<float>{1, 2, 3, 4});
+  auto direct = g.value().communicator().AllReduce(Args(x.mutable_dl(), x.mutable_dl(), nullptr));
+  ASSERT_FALSE(direct.ok());
+  EXPECT_EQ(direct.status().code(), SR_INVALID_ARGUMENT) << direct.status().message();
+  // The communicator is still usable, and the group stages the host tensor.
   EXPECT_TRUE(g.value().Barrier().ok());
+  Tensor y = Tensor::Zeros(dtype::kFloat32, {4});
+  ASSERT_TRUE(g.value().AllReduce(x, &y).ok());
+  EXPECT_EQ(std::vector<float>(y.data<float>(), y.data<float>() + 4), (std::vector<float>{1, 2, 3, 4}));
 }
 
 TEST_F(NcclGpuTest, WorldOfOneEveryCollective) {

@@ -6,7 +6,7 @@ kit's checks that need no device (creation is a SKIP with the driver's
 reason); `train`, `embed` and `bench kernel --kernel cuda` stop with a
 message naming the missing device; `train --comm nccl` is refused before
 any work (exit 2). With a GPU: `train --kernel cuda --verify` agrees with the
-unsharded module, `embed --kernel cuda` writes what `--kernel cpu` writes,
+unsharded module (over NCCL too, a world of one), `embed --kernel cuda` writes what `--kernel cpu` writes,
 and `bench kernel --kernel cuda` reports the ratio to a device-to-device
 copy.
 
@@ -29,6 +29,46 @@ def expect(name, cond, detail=""):
     print(("PASS " if cond else "FAIL ") + name + ("" if cond else ": " + detail[-2000:]))
     if not cond:
         failures.append(name)
+
+
+def embed_matches(run):
+    """`embed --grad` on the GPU writes what it writes on the CPU: pooled
+    outputs, then the tables and optimizer state after one rowwise Adagrad
+    step, over a sum and a mean table with a hot id."""
+    import numpy as np
+    with tempfile.TemporaryDirectory() as d:
+        tables = os.path.join(d, "t.json")
+        with open(tables, "w") as f:
+            json.dump({"tables": [
+                {"name": "a", "num_embeddings": 1000, "embedding_dim": 48, "feature_names": ["fa"], "pooling": "sum"},
+                {"name": "b", "num_embeddings": 50, "embedding_dim": 8, "feature_names": ["fb"], "pooling": "mean"}]},
+                f)
+        batch = os.path.join(d, "batch")
+        os.mkdir(batch)
+        rng = np.random.default_rng(5)
+        lengths = rng.integers(0, 30, size=2 * 64).astype(np.int64)
+        values = np.concatenate([rng.integers(0, 1000, size=lengths[:64].sum()),
+                                 rng.integers(0, 50, size=lengths[64:].sum())]).astype(np.int64)
+        values[:20] = 7  # a hot row: many gradients summed into one
+        with open(os.path.join(batch, "keys.txt"), "w") as f:
+            f.write("fa\nfb\n")
+        np.save(os.path.join(batch, "lengths.npy"), lengths)
+        np.save(os.path.join(batch, "values.npy"), values)
+        grad = os.path.join(d, "grad.npy")
+        np.save(grad, rng.uniform(-1, 1, size=(64, 56)).astype(np.float32))
+        outs = {}
+        for kernel in ["cpu", "cuda"]:
+            outs[kernel] = os.path.join(d, kernel)
+            r = run("embed", "--tables", tables, "--batch", batch, "--grad", grad, "--optimizer",
+                    "rowwise_adagrad,lr=0.05", "--init-seed", "4", "--kernel", kernel, "--out", outs[kernel])
+            expect("embed --grad --kernel " + kernel + " runs", r.returncode == 0, r.stdout + r.stderr)
+            if r.returncode != 0:
+                return
+        for name in ["values.npy", "tables/a.npy", "tables/b.npy", "tables/a.state.npy", "tables/b.state.npy"]:
+            cpu, gpu = (np.load(os.path.join(outs[k], name)) for k in ["cpu", "cuda"])
+            expect("embed --kernel cuda writes the CPU's " + name, cpu.shape == gpu.shape and
+                   np.allclose(gpu, cpu, rtol=1e-5, atol=1e-6),
+                   "max difference %g" % (np.abs(gpu - cpu).max() if cpu.shape == gpu.shape else -1))
 
 
 check = run("plugins", "check", cuda_so)
@@ -59,6 +99,11 @@ else:
                     "--verify")
         expect("train --kernel cuda --verify (" + sharder + ")", train.returncode == 0,
                train.stdout + train.stderr)
+    embed_matches(run)
+    # NCCL runs one rank per GPU: a world of one on a one-GPU machine.
+    nccl = run("train", "--kernel", "cuda", "--comm", "nccl", "--world-size", "1", "--steps", "3", "--verify")
+    expect("train --kernel cuda --comm nccl --verify (world of one)", nccl.returncode == 0,
+           nccl.stdout + nccl.stderr)
     bench = run("bench", "kernel", "--kernel", "cuda", "--rows", "1000000", "--dim", "128", "--batch", "16384",
                 "--pooling", "20", "--json")
     ok = bench.returncode == 0
