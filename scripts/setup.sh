@@ -36,6 +36,7 @@ test_packages=(
   python3-xxhash               # scripts/torchrec_checkpoint.py: checkpoint checksums
   python3-sklearn              # tests/python: metrics against scikit-learn
   python3-matplotlib           # `shardrec plot`, train --plot (and its test)
+  pybind11-dev python3-dev     # the Python package (python/), built and tested from build/python
   clang libclang-rt-14-dev     # scripts/fuzz.sh: libFuzzer targets (tests/fuzz)
 )
 packages=("${main_packages[@]}")

@@ -35,7 +35,10 @@ StatusOr<ProcessGroup> ProcessGroup::Create(const PluginRegistry& registry, cons
   return Create(ref, config);
 }
 
-StatusOr<ProcessGroup> ProcessGroup::Create(const ComponentRef& ref, const ProcessGroupConfig& config) {
+namespace {
+
+// Placement and timeout, checked before any store is opened or used.
+Status CheckConfig(const ProcessGroupConfig& config) {
   const RankPlacement& p = config.placement;
   if (p.world_size < 1 || p.rank < 0 || p.rank >= p.world_size) {
     return InvalidArgumentError("rank " + std::to_string(p.rank) + " is outside a world of " +
@@ -50,9 +53,23 @@ StatusOr<ProcessGroup> ProcessGroup::Create(const ComponentRef& ref, const Proce
                                 "with the same number of ranks on every host");
   }
   if (config.timeout_ms <= 0) return InvalidArgumentError("comm timeout must be positive");
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ProcessGroup> ProcessGroup::Create(const ComponentRef& ref, const ProcessGroupConfig& config) {
+  SR_RETURN_IF_ERROR(CheckConfig(config));
   SR_ASSIGN_OR_RETURN(std::unique_ptr<KvStore> opened,
                       OpenKvStore(config.rendezvous, config.prefix, config.timeout_ms));
-  std::shared_ptr<KvStore> store(std::move(opened));
+  return Create(ref, config, std::shared_ptr<KvStore>(std::move(opened)));
+}
+
+StatusOr<ProcessGroup> ProcessGroup::Create(const ComponentRef& ref, const ProcessGroupConfig& config,
+                                            std::shared_ptr<KvStore> store) {
+  SR_RETURN_IF_ERROR(CheckConfig(config));
+  if (store == nullptr) return InvalidArgumentError("ProcessGroup::Create: no rendezvous store");
+  const RankPlacement& p = config.placement;
   sr_comm_create_args a{};
   a.struct_size = SR_STRUCT_SIZE(sr_comm_create_args, store);
   a.rank = p.rank;

@@ -55,6 +55,11 @@ class ProcessGroup {
   static StatusOr<ProcessGroup> Create(const PluginRegistry& registry, const ProcessGroupConfig& config);
   // The same with the component given (config.comm only names it).
   static StatusOr<ProcessGroup> Create(const ComponentRef& comm, const ProcessGroupConfig& config);
+  // The same through a store the caller opened (the Python package's store
+  // over torch.distributed's); config.rendezvous then only names it for
+  // messages.
+  static StatusOr<ProcessGroup> Create(const ComponentRef& comm, const ProcessGroupConfig& config,
+                                       std::shared_ptr<KvStore> store);
 
   int rank() const { return placement_.rank; }
   int world_size() const { return placement_.world_size; }

@@ -1,0 +1,169 @@
+// shardrec's Python extension, `shardrec._shardrec`: the plugin registry,
+// KeyedJaggedTensor and the EmbeddingBagCollection behind the package's
+// torch.nn.Modules (python/shardrec/). Tensors cross as DLPack capsules
+// (dlpack_capsule.h); every non-OK Status becomes shardrec.Error with the
+// same message. The GIL is released while a module computes, so a data
+// loader's threads run meanwhile.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "distributed.h"
+#include "dlpack_capsule.h"
+#include "module_options.h"
+#include "plugins.h"
+#include "shardrec/core/host_services.h"
+#include "shardrec/core/modules/embedding_bag_collection.h"
+#include "shardrec/core/plugin_library.h"
+#include "shardrec/core/plugin_registry.h"
+#include "shardrec/core/version.h"
+#include "status_error.h"
+
+namespace py = pybind11;
+
+namespace shardrec::python {
+namespace {
+
+template <class T>
+std::vector<T> CopyOut(const Tensor& t, DLDataType want, const char* dtype_name, const std::string& what) {
+  if (t.dtype().code != want.code || t.dtype().bits != want.bits || t.dtype().lanes != 1) {
+    throw StatusError(InvalidArgumentError(what + " must be " + dtype_name));
+  }
+  if (t.ndim() != 1) throw StatusError(InvalidArgumentError(what + " must be 1-D, got " + std::to_string(t.ndim()) + "-D"));
+  const T* p = t.data<T>();
+  return std::vector<T>(p, p + t.numel());
+}
+
+// KeyedJaggedTensor from 1-D tensors: int64 values and lengths, optional
+// float32 weights (the ids are copied into the C++ KJT's own arrays).
+KeyedJaggedTensor MakeKjt(std::vector<std::string> keys, const py::capsule& values, const py::capsule& lengths,
+                          const std::optional<py::capsule>& weights, std::vector<int64_t> stride_per_key) {
+  std::vector<int64_t> v = CopyOut<int64_t>(TensorFromCapsule(values, "values"), dtype::kInt64, "int64", "values");
+  std::vector<int64_t> l =
+      CopyOut<int64_t>(TensorFromCapsule(lengths, "lengths"), dtype::kInt64, "int64", "lengths");
+  std::optional<std::vector<float>> w;
+  if (weights) w = CopyOut<float>(TensorFromCapsule(*weights, "weights"), dtype::kFloat32, "float32", "weights");
+  py::gil_scoped_release release;
+  return Unwrap(KeyedJaggedTensor::FromLengths(std::move(keys), std::move(v), std::move(l), std::move(w),
+                                               std::move(stride_per_key)));
+}
+
+EmbeddingBagCollection MakeEbc(const Plugins& plugins, const std::string& tables_json, const std::string& kernel,
+                               const std::vector<std::pair<std::string, std::string>>& kernel_options,
+                               const std::string& optimizer, uint64_t init_seed, const std::string& bounds_check,
+                               int device) {
+  std::vector<EmbeddingBagConfig> tables = Unwrap(ParseTablesJson(tables_json, "tables"));
+  EmbeddingModuleOptions options = ModuleOptions(kernel, kernel_options, optimizer, init_seed, bounds_check);
+  options.device = device;
+  py::gil_scoped_release release;
+  return Unwrap(EmbeddingBagCollection::Create(plugins.registry(), std::move(tables), options));
+}
+
+int32_t TableIndexOf(const EmbeddingBagCollection& ebc, const std::string& name) {
+  return Unwrap(ebc.tables().TableIndex(name));
+}
+
+void Bind(py::module_& m) {
+  m.attr("__version__") = kShardrecVersion;
+
+  // Never deleted: at interpreter exit the registry would unload plugin
+  // libraries whose threads (oneTBB's workers, gloo's) still run their code.
+  // The process's exit reclaims it.
+  py::class_<Plugins, std::unique_ptr<Plugins, py::nodelete>>(
+      m, "Plugins", "The plugins this process loaded (one registry per process).")
+      .def(py::init<const std::vector<std::filesystem::path>&, bool>(), py::arg("dirs"),
+           py::arg("use_environment") = true)
+      .def("skipped", &Plugins::Skipped, "(path, why) of each library that was not loaded")
+      .def("components", &Plugins::Components, "(kind, name) of each loaded component");
+
+  py::class_<KeyedJaggedTensor>(m, "KeyedJaggedTensorImpl", "The C++ KeyedJaggedTensor (see shardrec.sparse).")
+      .def(py::init(&MakeKjt), py::arg("keys"), py::arg("values"), py::arg("lengths"), py::arg("weights"),
+           py::arg("stride_per_key"))
+      .def("keys", &KeyedJaggedTensor::keys)
+      .def("num_values", [](const KeyedJaggedTensor& k) { return static_cast<int64_t>(k.values().size()); });
+
+  py::class_<EmbeddingBagCollection>(m, "EmbeddingBagCollectionImpl",
+                                     "The C++ EmbeddingBagCollection (see shardrec.torch).")
+      .def(py::init(&MakeEbc), py::arg("plugins"), py::arg("tables_json"), py::arg("kernel"),
+           py::arg("kernel_options"), py::arg("optimizer"), py::arg("init_seed"), py::arg("bounds_check"),
+           py::arg("device"), py::keep_alive<1, 2>())
+      .def(
+          "forward",
+          [](const EmbeddingBagCollection& ebc, const KeyedJaggedTensor& kjt) {
+            int64_t invalid = 0;
+            std::optional<KeyedTensor> kt;
+            {
+              py::gil_scoped_release release;
+              kt = Unwrap(ebc.Forward(kjt, &invalid));
+            }
+            return py::make_tuple(CapsuleFromTensor(kt->values()), kt->keys(), kt->length_per_key(), invalid);
+          },
+          "-> (values capsule [B, sum of dims], keys, length_per_key, ids outside their table)")
+      .def(
+          "backward",
+          [](const EmbeddingBagCollection& ebc, const KeyedJaggedTensor& kjt, const py::capsule& grad,
+             int64_t iteration, double learning_rate) {
+            Tensor g = TensorFromCapsule(grad, "grad");
+            py::gil_scoped_release release;
+            Check(ebc.Backward(kjt, g, iteration, learning_rate));
+          },
+          py::arg("kjt"), py::arg("grad"), py::arg("iteration"),
+          py::arg("learning_rate") = std::numeric_limits<double>::quiet_NaN())
+      .def("feature_names", &EmbeddingBagCollection::feature_names)
+      .def("embedding_dims", &EmbeddingBagCollection::embedding_dims)
+      .def("read_weights",
+           [](const EmbeddingBagCollection& ebc, const std::string& table) {
+             return CapsuleFromTensor(Unwrap(ebc.tables().ReadWeights(TableIndexOf(ebc, table))));
+           })
+      .def("write_weights",
+           [](const EmbeddingBagCollection& ebc, const std::string& table, const py::capsule& weights) {
+             Check(ebc.tables().WriteWeights(TableIndexOf(ebc, table), TensorFromCapsule(weights, table)));
+           })
+      .def("read_state",
+           [](const EmbeddingBagCollection& ebc, const std::string& table) {
+             return CapsuleFromTensor(Unwrap(ebc.tables().ReadState(TableIndexOf(ebc, table))));
+           })
+      .def("write_state", [](const EmbeddingBagCollection& ebc, const std::string& table, const py::capsule& state) {
+        Check(ebc.tables().WriteState(TableIndexOf(ebc, table), TensorFromCapsule(state, table + " state")));
+      });
+}
+
+}  // namespace
+}  // namespace shardrec::python
+
+PYBIND11_MODULE(_shardrec, m) {
+  m.doc() = "shardrec's C++ core (use the shardrec and shardrec.torch modules)";
+  // shardrec.Error carries the C++ Status's message unchanged and its code
+  // name in .code; invalid arguments are also ValueErrors. Handles, never
+  // released: a static py::object would be released after the interpreter
+  // is gone, at the process's exit.
+  static py::handle error = PyErr_NewExceptionWithDoc(
+      "shardrec.Error", "An error from shardrec's C++ core; .code names its status.", PyExc_RuntimeError, nullptr);
+  static py::handle invalid = PyErr_NewExceptionWithDoc(
+      "shardrec.InvalidArgumentError", "An argument shardrec refused.",
+      py::make_tuple(error, py::handle(PyExc_ValueError)).ptr(), nullptr);
+  if (!error || !invalid) throw py::error_already_set();
+  m.attr("Error") = error;
+  m.attr("InvalidArgumentError") = invalid;
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const shardrec::python::StatusError& e) {
+      const py::handle type = e.status().code() == SR_INVALID_ARGUMENT ? invalid : error;
+      py::object instance = type(e.status().message());
+      instance.attr("code") = shardrec::StatusCodeName(e.status().code());
+      PyErr_SetObject(type.ptr(), instance.ptr());
+    }
+  });
+  shardrec::python::Bind(m);
+  shardrec::python::BindDistributed(m);
+}
