@@ -37,6 +37,7 @@ test_packages=(
   python3-sklearn              # tests/python: metrics against scikit-learn
   python3-matplotlib           # `shardrec plot`, train --plot (and its test)
   pybind11-dev python3-dev     # the Python package (python/), built and tested from build/python
+  python3-venv                 # docs/python.md: pip install . into a venv
   clang libclang-rt-14-dev     # scripts/fuzz.sh: libFuzzer targets (tests/fuzz)
 )
 packages=("${main_packages[@]}")

@@ -17,9 +17,9 @@ import warnings
 
 from . import _paths
 from ._shardrec import Error, InvalidArgumentError, Plugins, __version__
-from .sparse import KeyedJaggedTensor, KeyedTensor
+from .sparse import JaggedTensor, KeyedJaggedTensor, KeyedTensor
 
-__all__ = ["Error", "InvalidArgumentError", "KeyedJaggedTensor", "KeyedTensor", "plugins", "__version__"]
+__all__ = ["Error", "InvalidArgumentError", "JaggedTensor", "KeyedJaggedTensor", "KeyedTensor", "plugins", "__version__"]
 
 _plugins = None
 

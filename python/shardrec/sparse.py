@@ -118,3 +118,28 @@ class KeyedTensor:
 
     def __repr__(self):
         return "KeyedTensor(keys=%s, values=%s)" % (self._keys, tuple(self._values.shape))
+
+
+class JaggedTensor:
+    """One feature's output of an EmbeddingCollection: values [N, D], one
+    row per id, and lengths [B], ids per sample (TorchRec's JaggedTensor)."""
+
+    def __init__(self, values, lengths):
+        self._values = values
+        self._lengths = torch.as_tensor(lengths, dtype=torch.int64)
+
+    def values(self):
+        return self._values
+
+    def lengths(self):
+        return self._lengths
+
+    def offsets(self):
+        return torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(self._lengths, 0)])
+
+    def to_dense(self):
+        """The samples' rows as a list of [length, D] tensors."""
+        return list(torch.split(self._values, self._lengths.tolist()))
+
+    def __repr__(self):
+        return "JaggedTensor(values=%s, batch=%d)" % (tuple(self._values.shape), self._lengths.numel())

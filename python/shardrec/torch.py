@@ -1,19 +1,23 @@
 """shardrec's embedding modules as torch.nn.Modules (docs/python.md).
 
-EmbeddingBagCollection takes TorchRec's table configs (EmbeddingBagConfig
-objects) or plain dicts with the same fields, looks up a KeyedJaggedTensor
-(shardrec's or TorchRec's) and returns a KeyedTensor whose values are a
-torch tensor. Its backward hands the output's gradient to the kernel's fused
-optimizer, which updates the tables in place: the tables are not
-torch.nn.Parameters and no torch.optim optimizer touches them, as with
-TorchRec's fused embedding modules. state_dict() and load_state_dict() use
-TorchRec's key names, `embedding_bags.<table>.weight`.
+EmbeddingBagCollection (pooled tables) and EmbeddingCollection (sequence
+tables, one row per id) take TorchRec's table configs (EmbeddingBagConfig /
+EmbeddingConfig objects) or plain dicts with the same fields, look up a
+KeyedJaggedTensor (shardrec's or TorchRec's) and return torch tensors: a
+KeyedTensor, or one JaggedTensor per feature. Backward hands the outputs'
+gradients to the kernel's fused optimizer, which updates the tables in
+place: the tables are not torch.nn.Parameters and no torch.optim optimizer
+touches them, as with TorchRec's fused embedding modules. state_dict() and
+load_state_dict() use TorchRec's key names (`embedding_bags.<table>.weight`,
+`embeddings.<table>.weight`); checkpoints (docs/checkpoints.md) load into
+any module and are saved by the sharded ones.
 
-ShardedEmbeddingBagCollection is the same module with its tables split
-across the ranks of a shardrec.distributed.ProcessGroup by a sharder
-("table_wise", "row_wise", "column_wise", "table_row_wise",
-"data_parallel") or a plan; each rank passes its own batch and gets its own
-rows of the output, as with TorchRec's DistributedModelParallel."""
+ShardedEmbeddingBagCollection and ShardedEmbeddingCollection are the same
+modules with their tables split across the ranks of a
+shardrec.distributed.ProcessGroup by a sharder ("table_wise", "row_wise",
+"column_wise", "table_row_wise", "data_parallel"), a plan, or the planner;
+each rank passes its own batch and gets its own rows of the output, as with
+TorchRec's DistributedModelParallel."""
 import json
 import math
 
@@ -23,7 +27,7 @@ from torch.utils import dlpack
 import shardrec
 
 from . import _shardrec, distributed
-from .sparse import KeyedJaggedTensor, KeyedTensor
+from .sparse import JaggedTensor, KeyedJaggedTensor, KeyedTensor
 
 _TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -35,7 +39,8 @@ def _enum_name(value):
 
 def table_config(config, is_weighted=False):
     """A table config as shardrec's tables file has it (docs/file-formats.md),
-    from a dict of those fields or a TorchRec EmbeddingBagConfig."""
+    from a dict of those fields or a TorchRec EmbeddingBagConfig /
+    EmbeddingConfig."""
     if isinstance(config, dict):
         d = dict(config)
     else:
@@ -65,34 +70,46 @@ def _optimizer_text(optimizer):
     return str(optimizer)
 
 
+def _options(kernel_options):
+    return [(str(k), str(v)) for k, v in (kernel_options or {}).items()]
+
+
 class _FusedLookup(torch.autograd.Function):
-    """Forward: the pooled lookup. Backward: the fused optimizer's step with
-    the output's gradient; no gradient flows further (the ids have none)."""
+    """Forward: the module's lookup, one tensor per output. Backward: the
+    fused optimizer's step with their gradients; no gradient flows further
+    (the ids have none)."""
 
     @staticmethod
     def forward(ctx, anchor, module, kjt):
-        ctx.module, ctx.kjt = module, kjt
-        return module._lookup(kjt)
+        outputs = module._lookup(kjt)
+        ctx.module, ctx.kjt, ctx.shapes = module, kjt, [t.shape for t in outputs]
+        return tuple(outputs)
 
     @staticmethod
-    def backward(ctx, grad):
-        ctx.module._step(ctx.kjt, grad)
+    def backward(ctx, *grads):
+        grads = [torch.zeros(s) if g is None else g for g, s in zip(grads, ctx.shapes)]
+        ctx.module._step(ctx.kjt, [g.detach().to("cpu", torch.float32).contiguous() for g in grads])
         return None, None, None
 
 
 class _FusedModule(torch.nn.Module):
-    """What the unsharded and sharded modules share: configs, the forward
-    through _FusedLookup while training, state_dict with TorchRec's keys.
-    Subclasses provide _forward_impl(kjt) -> capsule, _backward_impl(kjt,
-    grad capsule, iteration), _read_weights(name), _write_weights(name,
-    tensor)."""
+    """What every module shares: configs, the forward through _FusedLookup
+    while training, state_dict with TorchRec's keys, checkpoints. A subclass
+    sets _STATE_KEY and provides _lookup(kjt) -> [tensor], _outputs(kjt,
+    tensors), _backward(kjt, [grad]), _read_weights(name),
+    _write_weights(name, tensor)."""
 
-    def __init__(self, tables, is_weighted, optimizer):
+    _STATE_KEY = "embedding_bags"
+
+    def __init__(self, tables, is_weighted, optimizer, pooled):
         super().__init__()
         self._configs = [table_config(t, is_weighted) for t in tables]
+        if not pooled:  # EmbeddingConfig has no pooling: one row per id
+            for c in self._configs:
+                c["pooling"] = "none"
         self._optimizer = _optimizer_text(optimizer)
         self._iteration = 0
-        # Makes the output require grad, so that autograd calls backward.
+        # Makes the outputs require grad, so that autograd calls backward.
         self._anchor = torch.zeros((), requires_grad=True)
         self._keys, self._dims = [], []
         for c in self._configs:
@@ -101,26 +118,20 @@ class _FusedModule(torch.nn.Module):
                 self._dims.append(int(c["embedding_dim"]))
         self.last_invalid_ids = 0
 
-    def embedding_bag_configs(self):
+    def embedding_configs(self):
         return [dict(c) for c in self._configs]
 
     def forward(self, features):
         kjt = KeyedJaggedTensor.of(features)
         if self.training and self._optimizer != "none" and torch.is_grad_enabled():
-            values = _FusedLookup.apply(self._anchor, self, kjt)
+            outputs = _FusedLookup.apply(self._anchor, self, kjt)
         else:
-            values = self._lookup(kjt)
-        return KeyedTensor(self._keys, self._dims, values)
+            outputs = self._lookup(kjt)
+        return self._outputs(kjt, outputs)
 
-    def _lookup(self, kjt):
-        capsule, _, _, invalid = self._forward_impl(kjt)
-        self.last_invalid_ids = invalid
-        return dlpack.from_dlpack(capsule)
-
-    def _step(self, kjt, grad):
+    def _step(self, kjt, grads):
         self._iteration += 1
-        grad = grad.detach().to("cpu", torch.float32).contiguous()
-        self._backward_impl(kjt, dlpack.to_dlpack(grad), self._iteration)
+        self._backward(kjt, grads)
 
     def weight(self, table):
         """Table `table`'s weights [num_embeddings, dim] in its dtype (a copy)."""
@@ -129,13 +140,13 @@ class _FusedModule(torch.nn.Module):
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)
         for c in self._configs:
-            destination[prefix + "embedding_bags.%s.weight" % c["name"]] = self.weight(c["name"])
+            destination[prefix + "%s.%s.weight" % (self._STATE_KEY, c["name"])] = self.weight(c["name"])
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
         ours = set()
         for c in self._configs:
-            key = prefix + "embedding_bags.%s.weight" % c["name"]
+            key = prefix + "%s.%s.weight" % (self._STATE_KEY, c["name"])
             ours.add(key)
             if key not in state_dict:
                 missing_keys.append(key)
@@ -151,36 +162,62 @@ class _FusedModule(torch.nn.Module):
         if strict:
             unexpected_keys.extend(k for k in state_dict if k.startswith(prefix) and k not in ours)
 
+    def load_checkpoint(self, path, reset_optimizer=False):
+        """Loads a shardrec checkpoint (a step-N directory, or a run's
+        directory: its newest) saved under any plan and world size, by
+        `shardrec train` or a sharded module; collective for a sharded
+        module. reset_optimizer: the weights only. Afterwards the fused
+        optimizer continues from the checkpoint's iteration. Returns
+        {"dir", "step", "optimizer_iteration", "optimizer_state_loaded"}."""
+        directory, step, iteration, state_loaded = self._impl.load_checkpoint(str(path), bool(reset_optimizer))
+        if not reset_optimizer:
+            self._iteration = int(iteration)
+        return {"dir": directory, "step": step, "optimizer_iteration": iteration,
+                "optimizer_state_loaded": state_loaded}
+
     def extra_repr(self):
         return "tables=%s, optimizer=%r" % ([c["name"] for c in self._configs], self._optimizer)
 
 
-class EmbeddingBagCollection(_FusedModule):
-    """Pooled embedding tables (sum or mean) on one process.
+class _Pooled:
+    """Pooled tables: one output, a KeyedTensor [B, sum of dims]."""
 
-    tables: TorchRec EmbeddingBagConfigs or dicts; is_weighted: every
-    feature carries per-id weights (TorchRec's flag); optimizer: the fused
-    optimizer, "sgd,lr=0.01" (the default), "rowwise_adagrad,lr=0.05",
-    {"name": "adam", "lr": 1e-3}, or None for inference only; kernel: the
-    compute-kernel plugin ("cpu"; "cuda" on a GPU machine); kernel_options:
-    that plugin's options, e.g. {"threads": 4}; init_seed: the initial
-    weights (the same on every kernel, as `shardrec train`); bounds_check:
-    ids outside their table are "fatal" (an error), "warning", "ignore".
-    """
+    def embedding_bag_configs(self):
+        return self.embedding_configs()
 
-    def __init__(self, tables, is_weighted=False, optimizer="sgd,lr=0.01", kernel="cpu", kernel_options=None,
-                 init_seed=0, bounds_check="fatal", device=-1):
-        super().__init__(tables, is_weighted, optimizer)
-        self._impl = _shardrec.EmbeddingBagCollectionImpl(
-            shardrec.plugins(), json.dumps({"tables": self._configs}), kernel,
-            [(str(k), str(v)) for k, v in (kernel_options or {}).items()], self._optimizer, int(init_seed),
-            bounds_check, int(device))
+    def _lookup(self, kjt):
+        capsule, _, _, self.last_invalid_ids = self._impl.forward(kjt.impl())
+        return [dlpack.from_dlpack(capsule)]
 
-    def _forward_impl(self, kjt):
-        return self._impl.forward(kjt.impl())
+    def _outputs(self, kjt, outputs):
+        return KeyedTensor(self._keys, self._dims, outputs[0])
 
-    def _backward_impl(self, kjt, grad, iteration):
-        self._impl.backward(kjt.impl(), grad, iteration, math.nan)
+
+class _Sequence:
+    """Sequence tables: one output per feature, {feature: JaggedTensor}."""
+
+    _STATE_KEY = "embeddings"
+
+    def _lookup(self, kjt):
+        out, self.last_invalid_ids = self._impl.forward(kjt.impl())
+        self._last_lengths = [(f, lengths) for f, _, lengths in out]
+        return [dlpack.from_dlpack(capsule) for _, capsule, _ in out]
+
+    def _outputs(self, kjt, outputs):
+        return {f: JaggedTensor(v, lengths) for (f, lengths), v in zip(self._last_lengths, outputs)}
+
+    def _grad_capsules(self, grads):
+        return {f: dlpack.to_dlpack(g) for (f, _), g in zip(self._last_lengths, grads)}
+
+
+class _Unsharded(_FusedModule):
+    """The modules on one process: tables in this process's kernel."""
+
+    def __init__(self, impl_class, tables, is_weighted, optimizer, kernel, kernel_options, init_seed, bounds_check,
+                 device, pooled):
+        super().__init__(tables, is_weighted, optimizer, pooled)
+        self._impl = impl_class(shardrec.plugins(), json.dumps({"tables": self._configs}), kernel,
+                                _options(kernel_options), self._optimizer, int(init_seed), bounds_check, int(device))
 
     def _read_weights(self, table):
         return dlpack.from_dlpack(self._impl.read_weights(table))
@@ -196,22 +233,50 @@ class EmbeddingBagCollection(_FusedModule):
         self._impl.write_state(table, dlpack.to_dlpack(torch.as_tensor(state, dtype=torch.float32).contiguous()))
 
 
-class ShardedEmbeddingBagCollection(_FusedModule):
-    """The tables of an EmbeddingBagCollection split across the ranks of
-    `group` (default: shardrec.distributed.ProcessGroup() from torchrun's
-    environment). sharder: one sharder for every table ("table_wise",
-    "row_wise", "column_wise", "table_row_wise", "data_parallel"; default:
-    the balanced table-wise plan); plan: a plan file's contents as a dict
-    ({"plan": {table: {...}}}, docs/sharding.md) or its path. Forward and
-    backward are collective: every rank calls them, each with its own batch
-    (the same batch size on every rank). state_dict() is collective too and
-    gives every rank the whole tables; load_state_dict() sets each rank's
-    part from whole tables. Other arguments as EmbeddingBagCollection's.
+class EmbeddingBagCollection(_Pooled, _Unsharded):
+    """Pooled embedding tables (sum or mean) on one process.
+
+    tables: TorchRec EmbeddingBagConfigs or dicts; is_weighted: every
+    feature carries per-id weights (TorchRec's flag); optimizer: the fused
+    optimizer, "sgd,lr=0.01" (the default), "rowwise_adagrad,lr=0.05",
+    {"name": "adam", "lr": 1e-3}, or None for inference only; kernel: the
+    compute-kernel plugin ("cpu"; "cuda" on a GPU machine); kernel_options:
+    that plugin's options, e.g. {"threads": 4}; init_seed: the initial
+    weights (the same on every kernel, as `shardrec train`); bounds_check:
+    ids outside their table are "fatal" (an error), "warning", "ignore".
+    forward(kjt) -> KeyedTensor [B, sum of dims].
     """
 
-    def __init__(self, tables, group=None, sharder="", plan=None, is_weighted=False, optimizer="sgd,lr=0.01",
-                 kernel="cpu", kernel_options=None, init_seed=0, bounds_check="fatal"):
-        super().__init__(tables, is_weighted, optimizer)
+    def __init__(self, tables, is_weighted=False, optimizer="sgd,lr=0.01", kernel="cpu", kernel_options=None,
+                 init_seed=0, bounds_check="fatal", device=-1):
+        super().__init__(_shardrec.EmbeddingBagCollectionImpl, tables, is_weighted, optimizer, kernel, kernel_options,
+                         init_seed, bounds_check, device, pooled=True)
+
+    def _backward(self, kjt, grads):
+        self._impl.backward(kjt.impl(), dlpack.to_dlpack(grads[0]), self._iteration, math.nan)
+
+
+class EmbeddingCollection(_Sequence, _Unsharded):
+    """Sequence embedding tables on one process: forward(kjt) -> {feature:
+    JaggedTensor} whose values are [N, dim], one row per id, with the
+    input's lengths. Tables may differ in dim. Arguments as
+    EmbeddingBagCollection's (TorchRec EmbeddingConfigs or dicts)."""
+
+    def __init__(self, tables, optimizer="sgd,lr=0.01", kernel="cpu", kernel_options=None, init_seed=0,
+                 bounds_check="fatal", device=-1):
+        super().__init__(_shardrec.EmbeddingCollectionImpl, tables, False, optimizer, kernel, kernel_options,
+                         init_seed, bounds_check, device, pooled=False)
+
+    def _backward(self, kjt, grads):
+        self._impl.backward(kjt.impl(), self._grad_capsules(grads), self._iteration)
+
+
+class _Sharded(_FusedModule):
+    """The modules split across the ranks of `group`."""
+
+    def __init__(self, impl_class, tables, group, sharder, plan, planner, batch_size, is_weighted, optimizer, kernel,
+                 kernel_options, init_seed, bounds_check, pooled):
+        super().__init__(tables, is_weighted, optimizer, pooled)
         self.group = group if group is not None else distributed.ProcessGroup()
         if plan is None:
             plan_json = ""
@@ -220,21 +285,20 @@ class ShardedEmbeddingBagCollection(_FusedModule):
         else:
             with open(plan) as f:
                 plan_json = f.read()
-        self._impl = _shardrec.ShardedEmbeddingBagCollectionImpl(
-            shardrec.plugins(), self.group._impl, json.dumps({"tables": self._configs}), sharder or "", plan_json,
-            kernel, [(str(k), str(v)) for k, v in (kernel_options or {}).items()], self._optimizer, int(init_seed),
-            bounds_check)
+        if planner and batch_size is None:
+            raise shardrec.InvalidArgumentError("planner=True needs batch_size (samples per rank per step)")
+        self._impl = impl_class(shardrec.plugins(), self.group._impl, json.dumps({"tables": self._configs}),
+                                sharder or "", plan_json, bool(planner), int(batch_size or 0), kernel,
+                                _options(kernel_options), self._optimizer, int(init_seed), bounds_check)
         distributed._register_module(self)
 
     def plan(self):
         """The plan in use, as a plan file's contents (a dict)."""
         return json.loads(self._impl.plan_json())
 
-    def _forward_impl(self, kjt):
-        return self._impl.forward(kjt.impl())
-
-    def _backward_impl(self, kjt, grad, iteration):
-        self._impl.backward(grad, iteration)
+    def planner_report(self):
+        """The planner's table of its choices and estimates ("" without planner=True)."""
+        return self._impl.planner_report()
 
     def _read_weights(self, table):
         weights, _ = self._impl.read_table(table)
@@ -243,6 +307,53 @@ class ShardedEmbeddingBagCollection(_FusedModule):
     def _write_weights(self, table, weights):
         self._impl.write_table(table, dlpack.to_dlpack(weights))
 
+    def save_checkpoint(self, root, step=None, keep_last=0):
+        """Collective: saves root/step-NNNNNNNN (step: the optimizer's
+        iteration by default), published atomically; keep_last > 0 removes
+        all but the newest keep_last. A checkpoint loads under any plan or
+        world size, into any module with these tables. Returns its path."""
+        step = self._iteration if step is None else int(step)
+        directory, _ = self._impl.save_checkpoint(str(root), step, self._iteration, int(keep_last))
+        return directory
+
     def close(self):
         """Frees this rank's shards; the module cannot be used after."""
         self._impl.close()
+
+
+class ShardedEmbeddingBagCollection(_Pooled, _Sharded):
+    """The tables of an EmbeddingBagCollection split across the ranks of
+    `group` (default: shardrec.distributed.ProcessGroup() from torchrun's
+    environment). sharder: one sharder for every table ("table_wise",
+    "row_wise", "column_wise", "table_row_wise", "data_parallel"); plan: a
+    plan file's contents as a dict ({"plan": {table: {...}}},
+    docs/sharding.md) or its path; planner=True: the planner chooses
+    (docs/planner.md) for batch_size samples per rank; none of these: the
+    balanced table-wise plan. Forward and backward are collective: every
+    rank calls them, each with its own batch (the same batch size on every
+    rank). state_dict() is collective too and gives every rank the whole
+    tables; load_state_dict() sets each rank's part from whole tables.
+    Other arguments as EmbeddingBagCollection's.
+    """
+
+    def __init__(self, tables, group=None, sharder="", plan=None, planner=False, batch_size=None, is_weighted=False,
+                 optimizer="sgd,lr=0.01", kernel="cpu", kernel_options=None, init_seed=0, bounds_check="fatal"):
+        super().__init__(_shardrec.ShardedEmbeddingBagCollectionImpl, tables, group, sharder, plan, planner,
+                         batch_size, is_weighted, optimizer, kernel, kernel_options, init_seed, bounds_check,
+                         pooled=True)
+
+    def _backward(self, kjt, grads):
+        self._impl.backward(dlpack.to_dlpack(grads[0]), self._iteration)
+
+
+class ShardedEmbeddingCollection(_Sequence, _Sharded):
+    """The tables of an EmbeddingCollection split across the ranks of
+    `group`; arguments as ShardedEmbeddingBagCollection's."""
+
+    def __init__(self, tables, group=None, sharder="", plan=None, planner=False, batch_size=None,
+                 optimizer="sgd,lr=0.01", kernel="cpu", kernel_options=None, init_seed=0, bounds_check="fatal"):
+        super().__init__(_shardrec.ShardedEmbeddingCollectionImpl, tables, group, sharder, plan, planner, batch_size,
+                         False, optimizer, kernel, kernel_options, init_seed, bounds_check, pooled=False)
+
+    def _backward(self, kjt, grads):
+        self._impl.backward(self._grad_capsules(grads), self._iteration)

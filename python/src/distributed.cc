@@ -1,6 +1,7 @@
 // The distributed half of _shardrec: a process group (a comm plugin over a
 // rendezvous string or a torch.distributed store) and the sharded
-// EmbeddingBagCollection on it. Both can be closed, which the package does
+// EmbeddingBagCollection and EmbeddingCollection on it, with their plans
+// (a sharder, a plan file, or the planner) and checkpoints. Both can be closed, which the package does
 // at interpreter exit: a group's heartbeat thread must stop while Python can
 // still answer it (python_store.h).
 #include "distributed.h"
@@ -8,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <map>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -16,13 +18,18 @@
 #include <vector>
 
 #include "dlpack_capsule.h"
+#include "jagged_output.h"
 #include "module_options.h"
 #include "python_store.h"
 #include "shardrec/core/comm/process_group.h"
+#include "shardrec/core/checkpoint/checkpoint.h"
 #include "shardrec/core/modules/sharded_embedding_bag_collection.h"
+#include "shardrec/core/modules/sharded_embedding_collection.h"
+#include "shardrec/core/planner/planner.h"
 #include "shardrec/core/sharding/sharding_plan.h"
 #include "shardrec/sdk/optimizer.hpp"
 #include "status_error.h"
+#include "table_access.h"
 
 namespace py = pybind11;
 
@@ -75,82 +82,146 @@ std::shared_ptr<Group> MakeGroup(const Plugins& plugins, const std::string& comm
   return std::make_shared<Group>(Unwrap(kv ? ProcessGroup::Create(ref, config, kv) : ProcessGroup::Create(ref, config)));
 }
 
-class ShardedEbc {
+// The plan of a sharded module: one sharder, a plan file's JSON, or the
+// planner (for batch_per_rank samples per rank); none of them: the balanced
+// table-wise plan. *report: the planner's table for people, else empty.
+ShardingPlan PlanFor(const Plugins& plugins, const ProcessGroup& g, const std::vector<EmbeddingTableConfig>& tables,
+                     const std::string& sharder, const std::string& plan_json, bool planner, int64_t batch_per_rank,
+                     const std::string& kernel, int32_t optimizer, std::string* report) {
+  if (planner + !sharder.empty() + !plan_json.empty() > 1) {
+    throw StatusError(InvalidArgumentError("give at most one of sharder, plan and planner"));
+  }
+  auto state_bytes = [optimizer](const EmbeddingTableConfig& t) {
+    return sdk::StateDim(optimizer, t.embedding_dim) * static_cast<int64_t>(sizeof(float));
+  };
+  PlanRequest req;
+  req.tables = tables;
+  req.world_size = g.world_size();
+  req.ranks_per_host = g.local_world_size();
+  req.default_kernel = kernel;
+  req.sharder = sharder;
+  req.state_bytes_per_row = state_bytes;
+  if (!plan_json.empty()) req.spec = Unwrap(ParsePlanJson(plan_json, "plan"));
+  if (planner) {
+    if (batch_per_rank <= 0) throw StatusError(InvalidArgumentError("planner: batch_size must be positive"));
+    PlannerRequest preq;
+    preq.tables = tables;
+    preq.batch_per_rank = batch_per_rank;
+    preq.world_size = g.world_size();
+    preq.ranks_per_host = g.local_world_size();
+    preq.kernels = {kernel};
+    preq.state_bytes_per_row = state_bytes;
+    const PlannerResult result = Unwrap(RunPlanner(plugins.registry(), preq));
+    *report = FormatPlannerResult(result, preq, /*explain=*/false);
+    req.spec = result.spec;
+  }
+  return Unwrap(MakePlan(plugins.registry(), req));
+}
+
+// A sharded module (ShardedEmbeddingBagCollection or
+// ShardedEmbeddingCollection) on a Group, closable, with its plan.
+template <class M>
+class Sharded {
  public:
-  ShardedEbc(const Plugins& plugins, std::shared_ptr<Group> group, const std::string& tables_json,
-             const std::string& sharder, const std::string& plan_json, const std::string& kernel,
-             const std::vector<std::pair<std::string, std::string>>& kernel_options, const std::string& optimizer,
-             uint64_t init_seed, const std::string& bounds_check)
+  Sharded(const Plugins& plugins, std::shared_ptr<Group> group, const std::string& tables_json,
+          const std::string& sharder, const std::string& plan_json, bool planner, int64_t batch_per_rank,
+          const std::string& kernel, const std::vector<std::pair<std::string, std::string>>& kernel_options,
+          const std::string& optimizer, uint64_t init_seed, const std::string& bounds_check)
       : group_(std::move(group)) {
     const ProcessGroup& g = group_->get();
     const EmbeddingModuleOptions options = ModuleOptions(kernel, kernel_options, optimizer, init_seed, bounds_check);
-    PlanRequest req;
-    req.tables = Unwrap(ParseTablesJson(tables_json, "tables"));
-    req.world_size = g.world_size();
-    req.ranks_per_host = g.local_world_size();
-    req.default_kernel = kernel;
-    req.sharder = sharder;
-    if (!plan_json.empty()) req.spec = Unwrap(ParsePlanJson(plan_json, "plan"));
-    const int32_t opt = options.optimizer.optimizer;
-    req.state_bytes_per_row = [opt](const EmbeddingTableConfig& t) {
-      return sdk::StateDim(opt, t.embedding_dim) * static_cast<int64_t>(sizeof(float));
-    };
+    const std::vector<EmbeddingTableConfig> tables = Unwrap(ParseTablesJson(tables_json, "tables"));
     py::gil_scoped_release release;
-    const ShardingPlan plan = Unwrap(MakePlan(plugins.registry(), req));
+    const ShardingPlan plan = PlanFor(plugins, g, tables, sharder, plan_json, planner, batch_per_rank, kernel,
+                                      options.optimizer.optimizer, &planner_report_);
     plan_json_ = PlanToJson(plan);
-    module_.emplace(Unwrap(ShardedEmbeddingBagCollection::Create(plugins.registry(), g, plan, options)));
+    module_.emplace(Unwrap(M::Create(plugins.registry(), g, plan, options)));
     ++group_->users();
   }
-  ~ShardedEbc() { Close(); }
+  ~Sharded() { Close(); }
+  Sharded(const Sharded&) = delete;
+  Sharded& operator=(const Sharded&) = delete;
 
   void Close() {
     if (!module_) return;
     module_.reset();
     --group_->users();
   }
-
-  py::tuple Forward(const KeyedJaggedTensor& kjt) {
-    int64_t invalid = 0;
-    std::optional<KeyedTensor> kt;
-    {
-      py::gil_scoped_release release;
-      kt = Unwrap(get().Forward(kjt, &invalid));
-    }
-    return py::make_tuple(CapsuleFromTensor(kt->values()), kt->keys(), kt->length_per_key(), invalid);
-  }
-  void Backward(const py::capsule& grad, int64_t iteration) {
-    Tensor g = TensorFromCapsule(grad, "grad");
-    py::gil_scoped_release release;
-    Check(get().Backward(g, iteration));
+  M& get() {
+    if (!module_) throw StatusError(FailedPreconditionError("the sharded module was closed"));
+    return *module_;
   }
   py::tuple ReadTable(const std::string& name) {
     std::optional<TableContents> c;
     {
       py::gil_scoped_release release;
-      c = Unwrap(get().ReadTable(name));
+      c = Unwrap(get().tables().ReadTable(name));
     }
     return py::make_tuple(CapsuleFromTensor(c->weights), CapsuleFromTensor(c->state));
   }
   void WriteTable(const std::string& name, const py::capsule& weights, const std::optional<py::capsule>& state) {
     TableContents c;
     c.weights = TensorFromCapsule(weights, name);
-    if (state) c.state = TensorFromCapsule(*state, name + " state");
-    else c.state = Tensor::Empty(dtype::kFloat32, {0});
+    c.state = state ? TensorFromCapsule(*state, name + " state") : Tensor::Empty(dtype::kFloat32, {0});
     py::gil_scoped_release release;
     Check(get().tables().WriteTable(name, c));
   }
+  // Collective: root/step-NNNNNNNN, published atomically -> (dir, bytes).
+  py::tuple SaveCheckpoint(const std::string& root, int64_t step, int64_t iteration, int keep_last) {
+    CheckpointSaveRequest req;
+    req.root = root;
+    req.step = step;
+    req.optimizer_iteration = iteration;
+    req.keep_last = keep_last;
+    std::optional<SavedCheckpoint> saved;
+    {
+      py::gil_scoped_release release;
+      saved = Unwrap(shardrec::SaveCheckpoint(get().tables(), req));
+    }
+    return py::make_tuple(saved->dir.string(), saved->bytes);
+  }
+  py::tuple LoadCheckpoint(const std::string& dir, bool reset_optimizer) {
+    std::optional<LoadedCheckpoint> loaded;
+    {
+      py::gil_scoped_release release;
+      loaded = Unwrap(shardrec::LoadCheckpoint(get().tables(), LoadRequest(dir, reset_optimizer)));
+    }
+    return LoadedTuple(*loaded);
+  }
   const std::string& plan_json() const { return plan_json_; }
-  std::string output_dist() { return get().output_dist(); }
+  const std::string& planner_report() const { return planner_report_; }
 
  private:
-  ShardedEmbeddingBagCollection& get() {
-    if (!module_) throw StatusError(FailedPreconditionError("the sharded module was closed"));
-    return *module_;
-  }
   std::shared_ptr<Group> group_;
-  std::optional<ShardedEmbeddingBagCollection> module_;
-  std::string plan_json_;
+  std::optional<M> module_;
+  std::string plan_json_, planner_report_;
 };
+
+using ShardedEbc = Sharded<ShardedEmbeddingBagCollection>;
+using ShardedEc = Sharded<ShardedEmbeddingCollection>;
+
+template <class M>
+py::class_<Sharded<M>> BindSharded(py::module_& m, const char* name, const char* doc) {
+  py::class_<Sharded<M>> cls(m, name, doc);
+  cls.def(py::init<const Plugins&, std::shared_ptr<Group>, const std::string&, const std::string&, const std::string&,
+                   bool, int64_t, const std::string&, const std::vector<std::pair<std::string, std::string>>&,
+                   const std::string&, uint64_t, const std::string&>(),
+          py::arg("plugins"), py::arg("group"), py::arg("tables_json"), py::arg("sharder"), py::arg("plan_json"),
+          py::arg("planner"), py::arg("batch_per_rank"), py::arg("kernel"), py::arg("kernel_options"),
+          py::arg("optimizer"), py::arg("init_seed"), py::arg("bounds_check"), py::keep_alive<1, 2>())
+      .def("read_table", &Sharded<M>::ReadTable)
+      .def("write_table", &Sharded<M>::WriteTable, py::arg("name"), py::arg("weights"), py::arg("state") = py::none())
+      .def("save_checkpoint", &Sharded<M>::SaveCheckpoint, py::arg("root"), py::arg("step"), py::arg("iteration"),
+           py::arg("keep_last") = 0)
+      .def("load_checkpoint", &Sharded<M>::LoadCheckpoint, py::arg("dir"), py::arg("reset_optimizer") = false)
+      .def("plan_json", &Sharded<M>::plan_json)
+      .def("planner_report", &Sharded<M>::planner_report)
+      .def("close", [](Sharded<M>& e) {
+        py::gil_scoped_release release;
+        e.Close();
+      });
+  return cls;
+}
 
 }  // namespace
 
@@ -164,22 +235,41 @@ void BindDistributed(py::module_& m) {
       .def("backend", [](const Group& g) { return g.get().backend(); })
       .def("close", &Group::Close);
 
-  py::class_<ShardedEbc>(m, "ShardedEmbeddingBagCollectionImpl", "The C++ ShardedEmbeddingBagCollection.")
-      .def(py::init<const Plugins&, std::shared_ptr<Group>, const std::string&, const std::string&,
-                    const std::string&, const std::string&, const std::vector<std::pair<std::string, std::string>>&,
-                    const std::string&, uint64_t, const std::string&>(),
-           py::arg("plugins"), py::arg("group"), py::arg("tables_json"), py::arg("sharder"), py::arg("plan_json"),
-           py::arg("kernel"), py::arg("kernel_options"), py::arg("optimizer"), py::arg("init_seed"),
-           py::arg("bounds_check"), py::keep_alive<1, 2>())
-      .def("forward", &ShardedEbc::Forward)
-      .def("backward", &ShardedEbc::Backward)
-      .def("read_table", &ShardedEbc::ReadTable)
-      .def("write_table", &ShardedEbc::WriteTable, py::arg("name"), py::arg("weights"), py::arg("state") = py::none())
-      .def("plan_json", &ShardedEbc::plan_json)
-      .def("output_dist", &ShardedEbc::output_dist)
-      .def("close", [](ShardedEbc& e) {
+  BindSharded<ShardedEmbeddingBagCollection>(m, "ShardedEmbeddingBagCollectionImpl",
+                                             "The C++ ShardedEmbeddingBagCollection.")
+      .def("forward",
+           [](ShardedEbc& e, const KeyedJaggedTensor& kjt) {
+             int64_t invalid = 0;
+             std::optional<KeyedTensor> kt;
+             {
+               py::gil_scoped_release release;
+               kt = Unwrap(e.get().Forward(kjt, &invalid));
+             }
+             return py::make_tuple(CapsuleFromTensor(kt->values()), kt->keys(), kt->length_per_key(), invalid);
+           })
+      .def("backward",
+           [](ShardedEbc& e, const py::capsule& grad, int64_t iteration) {
+             Tensor g = TensorFromCapsule(grad, "grad");
+             py::gil_scoped_release release;
+             Check(e.get().Backward(g, iteration));
+           })
+      .def("output_dist", [](ShardedEbc& e) { return std::string(e.get().output_dist()); });
+
+  BindSharded<ShardedEmbeddingCollection>(m, "ShardedEmbeddingCollectionImpl", "The C++ ShardedEmbeddingCollection.")
+      .def("forward",
+           [](ShardedEc& e, const KeyedJaggedTensor& kjt) {
+             int64_t invalid = 0;
+             std::optional<std::map<std::string, JaggedTensor>> out;
+             {
+               py::gil_scoped_release release;
+               out = Unwrap(e.get().Forward(kjt, &invalid));
+             }
+             return py::make_tuple(JaggedList(*out, kjt.keys()), invalid);
+           })
+      .def("backward", [](ShardedEc& e, const std::map<std::string, py::capsule>& grads, int64_t iteration) {
+        std::map<std::string, Tensor> g = GradMap(grads);
         py::gil_scoped_release release;
-        e.Close();
+        Check(e.get().Backward(g, iteration));
       });
 
   m.def("shut_down_stores", &PythonStore::ShutDown,

@@ -1,6 +1,7 @@
 // shardrec's Python extension, `shardrec._shardrec`: the plugin registry,
-// KeyedJaggedTensor and the EmbeddingBagCollection behind the package's
-// torch.nn.Modules (python/shardrec/). Tensors cross as DLPack capsules
+// KeyedJaggedTensor and the error types here; the modules behind the
+// package's torch.nn.Modules (python/shardrec/) in unsharded.cc and
+// distributed.cc. Tensors cross as DLPack capsules
 // (dlpack_capsule.h); every non-OK Status becomes shardrec.Error with the
 // same message. The GIL is released while a module computes, so a data
 // loader's threads run meanwhile.
@@ -18,11 +19,11 @@
 #include <vector>
 
 #include "distributed.h"
+#include "unsharded.h"
 #include "dlpack_capsule.h"
-#include "module_options.h"
 #include "plugins.h"
 #include "shardrec/core/host_services.h"
-#include "shardrec/core/modules/embedding_bag_collection.h"
+#include "shardrec/core/sparse/keyed_jagged_tensor.h"
 #include "shardrec/core/plugin_library.h"
 #include "shardrec/core/plugin_registry.h"
 #include "shardrec/core/version.h"
@@ -57,21 +58,6 @@ KeyedJaggedTensor MakeKjt(std::vector<std::string> keys, const py::capsule& valu
                                                std::move(stride_per_key)));
 }
 
-EmbeddingBagCollection MakeEbc(const Plugins& plugins, const std::string& tables_json, const std::string& kernel,
-                               const std::vector<std::pair<std::string, std::string>>& kernel_options,
-                               const std::string& optimizer, uint64_t init_seed, const std::string& bounds_check,
-                               int device) {
-  std::vector<EmbeddingBagConfig> tables = Unwrap(ParseTablesJson(tables_json, "tables"));
-  EmbeddingModuleOptions options = ModuleOptions(kernel, kernel_options, optimizer, init_seed, bounds_check);
-  options.device = device;
-  py::gil_scoped_release release;
-  return Unwrap(EmbeddingBagCollection::Create(plugins.registry(), std::move(tables), options));
-}
-
-int32_t TableIndexOf(const EmbeddingBagCollection& ebc, const std::string& name) {
-  return Unwrap(ebc.tables().TableIndex(name));
-}
-
 void Bind(py::module_& m) {
   m.attr("__version__") = kShardrecVersion;
 
@@ -91,50 +77,6 @@ void Bind(py::module_& m) {
       .def("keys", &KeyedJaggedTensor::keys)
       .def("num_values", [](const KeyedJaggedTensor& k) { return static_cast<int64_t>(k.values().size()); });
 
-  py::class_<EmbeddingBagCollection>(m, "EmbeddingBagCollectionImpl",
-                                     "The C++ EmbeddingBagCollection (see shardrec.torch).")
-      .def(py::init(&MakeEbc), py::arg("plugins"), py::arg("tables_json"), py::arg("kernel"),
-           py::arg("kernel_options"), py::arg("optimizer"), py::arg("init_seed"), py::arg("bounds_check"),
-           py::arg("device"), py::keep_alive<1, 2>())
-      .def(
-          "forward",
-          [](const EmbeddingBagCollection& ebc, const KeyedJaggedTensor& kjt) {
-            int64_t invalid = 0;
-            std::optional<KeyedTensor> kt;
-            {
-              py::gil_scoped_release release;
-              kt = Unwrap(ebc.Forward(kjt, &invalid));
-            }
-            return py::make_tuple(CapsuleFromTensor(kt->values()), kt->keys(), kt->length_per_key(), invalid);
-          },
-          "-> (values capsule [B, sum of dims], keys, length_per_key, ids outside their table)")
-      .def(
-          "backward",
-          [](const EmbeddingBagCollection& ebc, const KeyedJaggedTensor& kjt, const py::capsule& grad,
-             int64_t iteration, double learning_rate) {
-            Tensor g = TensorFromCapsule(grad, "grad");
-            py::gil_scoped_release release;
-            Check(ebc.Backward(kjt, g, iteration, learning_rate));
-          },
-          py::arg("kjt"), py::arg("grad"), py::arg("iteration"),
-          py::arg("learning_rate") = std::numeric_limits<double>::quiet_NaN())
-      .def("feature_names", &EmbeddingBagCollection::feature_names)
-      .def("embedding_dims", &EmbeddingBagCollection::embedding_dims)
-      .def("read_weights",
-           [](const EmbeddingBagCollection& ebc, const std::string& table) {
-             return CapsuleFromTensor(Unwrap(ebc.tables().ReadWeights(TableIndexOf(ebc, table))));
-           })
-      .def("write_weights",
-           [](const EmbeddingBagCollection& ebc, const std::string& table, const py::capsule& weights) {
-             Check(ebc.tables().WriteWeights(TableIndexOf(ebc, table), TensorFromCapsule(weights, table)));
-           })
-      .def("read_state",
-           [](const EmbeddingBagCollection& ebc, const std::string& table) {
-             return CapsuleFromTensor(Unwrap(ebc.tables().ReadState(TableIndexOf(ebc, table))));
-           })
-      .def("write_state", [](const EmbeddingBagCollection& ebc, const std::string& table, const py::capsule& state) {
-        Check(ebc.tables().WriteState(TableIndexOf(ebc, table), TensorFromCapsule(state, table + " state")));
-      });
 }
 
 }  // namespace
@@ -165,5 +107,6 @@ PYBIND11_MODULE(_shardrec, m) {
     }
   });
   shardrec::python::Bind(m);
+  shardrec::python::BindUnsharded(m);
   shardrec::python::BindDistributed(m);
 }

@@ -221,6 +221,77 @@ class EbcMatchesTorch(unittest.TestCase):
             self.assertIn("WARNED", r.stdout, r.stdout + r.stderr)
 
 
+class EcMatchesTorch(unittest.TestCase):
+    """EmbeddingCollection (sequence tables) against torch.nn.Embedding."""
+
+    SEQ = [{"name": "s0", "num_embeddings": 30, "embedding_dim": 6, "feature_names": ["a", "b"]},
+           {"name": "s1", "num_embeddings": 12, "embedding_dim": 3, "feature_names": ["c"]}]
+
+    def test_rows_and_sgd_steps_equal_embedding(self):
+        gen = torch.Generator().manual_seed(21)
+        ec = srt.EmbeddingCollection(self.SEQ, optimizer="sgd,lr=0.2", init_seed=4)
+        embs = {}
+        for c in self.SEQ:
+            emb = torch.nn.Embedding(c["num_embeddings"], c["embedding_dim"], sparse=True)
+            with torch.no_grad():
+                emb.weight.copy_(ec.weight(c["name"]))
+            embs[c["name"]] = emb
+        table_of = {"a": "s0", "b": "s0", "c": "s1"}
+        opt = torch.optim.SGD([e.weight for e in embs.values()], lr=0.2)
+        for _ in range(4):
+            lengths = torch.randint(0, 4, (3 * 5,), generator=gen)
+            rows = [30, 30, 12]
+            values = torch.cat([torch.randint(0, rows[k], (int(lengths[k * 5:(k + 1) * 5].sum()),), generator=gen)
+                                for k in range(3)])
+            out = ec(shardrec.KeyedJaggedTensor(["a", "b", "c"], values, lengths=lengths))
+            self.assertEqual(sorted(out), ["a", "b", "c"])
+            start, loss, ref_loss = 0, 0, 0
+            opt.zero_grad()
+            for k, f in enumerate(["a", "b", "c"]):
+                n = int(lengths[k * 5:(k + 1) * 5].sum())
+                ids = values[start:start + n]
+                start += n
+                jt = out[f]
+                self.assertEqual(jt.lengths().tolist(), lengths[k * 5:(k + 1) * 5].tolist())
+                ref = embs[table_of[f]](ids)
+                torch.testing.assert_close(jt.values(), ref.detach(), rtol=1e-6, atol=1e-7)  # sums in another order
+                w = torch.randn(ref.shape, generator=gen)
+                loss = loss + (jt.values() * w).sum()
+                ref_loss = ref_loss + (ref * w).sum()
+            loss.backward()
+            ref_loss.backward()
+            opt.step()
+        for c in self.SEQ:
+            torch.testing.assert_close(ec.weight(c["name"]), embs[c["name"]].weight.detach(), rtol=1e-5, atol=1e-6)
+        self.assertEqual(sorted(ec.state_dict()), ["embeddings.s0.weight", "embeddings.s1.weight"])
+
+
+class Checkpoints(unittest.TestCase):
+    def test_a_sharded_modules_checkpoint_loads_into_an_unsharded_one(self):
+        """World of one (ranks as threads, comm local): save, then load into
+        the unsharded module; the optimizer's state and iteration come too."""
+        group = shardrec.distributed.ProcessGroup(comm="local", rendezvous="local:ckpt-test", rank=0, world_size=1)
+        sharded = srt.ShardedEmbeddingBagCollection(TABLES, group=group, sharder="row_wise",
+                                                    optimizer="rowwise_adagrad,lr=0.1", init_seed=12)
+        kjt = shardrec.KeyedJaggedTensor(["f0", "f1"], [1, 2, 3, 4], lengths=[2, 1, 1, 0])
+        for _ in range(3):
+            sharded(kjt).values().sum().backward()
+        with tempfile.TemporaryDirectory() as d:
+            path = sharded.save_checkpoint(d)
+            self.assertTrue(path.endswith("step-00000003"), path)
+            plain = srt.EmbeddingBagCollection(TABLES, optimizer="rowwise_adagrad,lr=0.1", init_seed=99)
+            info = plain.load_checkpoint(d)  # the run's directory: its newest checkpoint
+            self.assertEqual((info["step"], info["optimizer_iteration"], info["optimizer_state_loaded"]), (3, 3, True))
+            for c in TABLES:
+                torch.testing.assert_close(plain.weight(c["name"]), sharded.weight(c["name"]), rtol=0, atol=0)
+            with self.assertRaisesRegex(shardrec.Error, "t1"):
+                srt.EmbeddingBagCollection([TABLES[0], dict(TABLES[1], num_embeddings=26)]).load_checkpoint(d)
+            with self.assertRaises(shardrec.Error):
+                plain.load_checkpoint(os.path.join(d, "no-such-checkpoint"))
+        sharded.close()
+        group.close()
+
+
 class EbcMatchesTorchRec(unittest.TestCase):
     def test_equals_torchrec_embedding_bag_collection(self):
         try:
@@ -239,6 +310,24 @@ class EbcMatchesTorchRec(unittest.TestCase):
         lengths, values, _ = random_batch(gen)
         kjt = KeyedJaggedTensor(keys=["f0", "f1"], values=values, lengths=lengths)
         torch.testing.assert_close(ours(kjt).values(), theirs(kjt).values().detach(), rtol=1e-6, atol=1e-6)
+
+    def test_equals_torchrec_embedding_collection(self):
+        try:
+            from torchrec.modules.embedding_configs import EmbeddingConfig
+            from torchrec.modules.embedding_modules import EmbeddingCollection
+            from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+        except Exception as e:  # not installed, or not for this torch
+            self.skipTest("TorchRec is not importable here: %s" % e)
+        configs = [EmbeddingConfig(name="s0", num_embeddings=30, embedding_dim=4, feature_names=["a", "b"])]
+        theirs = EmbeddingCollection(tables=configs)
+        ours = srt.EmbeddingCollection(configs, optimizer=None)
+        ours.load_state_dict(theirs.state_dict())
+        kjt = KeyedJaggedTensor(keys=["a", "b"], values=torch.tensor([3, 4, 5, 29, 0]),
+                                lengths=torch.tensor([2, 0, 1, 2]))
+        got, want = ours(kjt), theirs(kjt)
+        for f in ["a", "b"]:
+            torch.testing.assert_close(got[f].values(), want[f].values().detach(), rtol=0, atol=0)
+            self.assertEqual(got[f].lengths().tolist(), want[f].lengths().tolist())
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""shardrec.torch.ShardedEmbeddingBagCollection over 2 processes equals the
-unsharded module (tests/python/sharded_ebc_worker.py), under each sharder.
+"""shardrec.torch.ShardedEmbeddingBagCollection and ShardedEmbeddingCollection
+over 2 processes equal the unsharded modules (tests/python/
+sharded_ebc_worker.py), under each sharder; a checkpoint the 2 ranks save
+loads into the unsharded module; the planner plans.
 
 The ranks are started as torchrun starts its workers: environment variables
 RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and
@@ -11,9 +13,11 @@ worker, so the test does the starting itself.)
 usage: sharded_ebc_test.py   (PYTHONPATH must reach the built package)
 Exit 77 (skip) when torch is missing."""
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 
 try:
     import torch  # noqa: F401
@@ -33,9 +37,11 @@ def free_port():
 
 for sharder in ["table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel"]:
     port, procs = free_port(), []
+    checkpoints = tempfile.mkdtemp(prefix="shardrec-python-ckpt-")
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
+                   SHARDREC_TEST_CHECKPOINTS=checkpoints)
         procs.append(subprocess.Popen([sys.executable, worker, sharder], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     outs = []
@@ -46,6 +52,7 @@ for sharder in ["table_wise", "row_wise", "column_wise", "table_row_wise", "data
             for q in procs:
                 q.kill()
             outs.append("TIMEOUT after 240 s\n" + p.communicate()[0])
+    shutil.rmtree(checkpoints, ignore_errors=True)
     ok = all(p.returncode == 0 for p in procs) and all("RANK %d OK" % r in outs[r] for r in range(2))
     print(("PASS " if ok else "FAIL ") + sharder + ": " + " | ".join(o.strip().splitlines()[-1] if o.strip() else ""
                                                                    for o in outs))
