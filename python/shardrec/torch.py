@@ -18,6 +18,7 @@ shardrec.distributed.ProcessGroup by a sharder ("table_wise", "row_wise",
 "column_wise", "table_row_wise", "data_parallel"), a plan, or the planner;
 each rank passes its own batch and gets its own rows of the output, as with
 TorchRec's DistributedModelParallel."""
+import itertools
 import json
 import math
 
@@ -30,6 +31,7 @@ from . import _shardrec, distributed
 from .sparse import JaggedTensor, KeyedJaggedTensor, KeyedTensor
 
 _TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+_save_serial = itertools.count()
 
 
 def _enum_name(value):
@@ -232,6 +234,27 @@ class _Unsharded(_FusedModule):
     def load_optimizer_state(self, table, state):
         self._impl.write_state(table, dlpack.to_dlpack(torch.as_tensor(state, dtype=torch.float32).contiguous()))
 
+    def save_checkpoint(self, root, step=None, keep_last=0):
+        """Saves root/step-NNNNNNNN as a sharded module does (step: the
+        optimizer's iteration by default). It goes through a sharded twin
+        in a world of one, so the tables are copied once in memory while it
+        saves. Returns the checkpoint's path."""
+        group = distributed.ProcessGroup(comm="local", rendezvous="local:shardrec-save-%d" % next(_save_serial),
+                                         rank=0, world_size=1, local_rank=0, local_world_size=1)
+        try:
+            twin = self._SHARDED(self._configs, group=group, sharder="table_wise", optimizer=self._optimizer)
+            try:
+                for c in self._configs:
+                    state = self.optimizer_state(c["name"]) if self._optimizer != "none" else None
+                    twin._impl.write_table(c["name"], dlpack.to_dlpack(self.weight(c["name"])),
+                                           None if state is None else dlpack.to_dlpack(state))
+                twin._iteration = self._iteration
+                return twin.save_checkpoint(root, step, keep_last)
+            finally:
+                twin.close()
+        finally:
+            group.close()
+
 
 class EmbeddingBagCollection(_Pooled, _Unsharded):
     """Pooled embedding tables (sum or mean) on one process.
@@ -357,3 +380,7 @@ class ShardedEmbeddingCollection(_Sequence, _Sharded):
 
     def _backward(self, kjt, grads):
         self._impl.backward(self._grad_capsules(grads), self._iteration)
+
+
+EmbeddingBagCollection._SHARDED = ShardedEmbeddingBagCollection
+EmbeddingCollection._SHARDED = ShardedEmbeddingCollection

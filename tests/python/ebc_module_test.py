@@ -292,6 +292,28 @@ class Checkpoints(unittest.TestCase):
         group.close()
 
 
+    def test_an_unsharded_module_saves_and_loads(self):
+        for cls, tables in [(srt.EmbeddingBagCollection, TABLES), (srt.EmbeddingCollection, EcMatchesTorch.SEQ)]:
+            a = cls(tables, optimizer="adagrad,lr=0.1", init_seed=13)
+            keys = [f for c in tables for f in c["feature_names"]]
+            kjt = shardrec.KeyedJaggedTensor(keys, [1] * len(keys), lengths=[1, 0] * len(keys))
+            for _ in range(2):
+                out = a(kjt)
+                loss = sum(j.values().sum() for j in out.values()) if isinstance(out, dict) else out.values().sum()
+                loss.backward()
+            with tempfile.TemporaryDirectory() as d:
+                path = a.save_checkpoint(d, keep_last=1)
+                self.assertTrue(path.endswith("step-00000002"), path)
+                b = cls(tables, optimizer="adagrad,lr=0.1", init_seed=14)
+                self.assertEqual(b.load_checkpoint(path)["optimizer_iteration"], 2)
+                for c in tables:
+                    torch.testing.assert_close(b.weight(c["name"]), a.weight(c["name"]), rtol=0, atol=0)
+                    torch.testing.assert_close(b.optimizer_state(c["name"]), a.optimizer_state(c["name"]), rtol=0,
+                                               atol=0)
+                with self.assertRaisesRegex(shardrec.Error, "exists already"):
+                    a.save_checkpoint(d)
+
+
 class EbcMatchesTorchRec(unittest.TestCase):
     def test_equals_torchrec_embedding_bag_collection(self):
         try:
