@@ -173,6 +173,8 @@ def main(args):
                               "last_loss": last, "samples_per_s": rate, "steps": args.steps, "batch": args.batch}))
     if args.sparse == "shardrec":
         sparse.close()
+        sparse.group.close()  # stops its heartbeats while torch's store still answers
+    dist.barrier()
     dist.destroy_process_group()
 
 

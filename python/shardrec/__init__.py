@@ -24,6 +24,14 @@ __all__ = ["Error", "InvalidArgumentError", "JaggedTensor", "KeyedJaggedTensor",
 _plugins = None
 
 
+def _error(cls, code, message):
+    """An error raised on the Python side, shaped as the core's: the message
+    and .code, the status name."""
+    e = cls(message)
+    e.code = code
+    return e
+
+
 def plugins():
     """The process's plugins, loaded on first use: this package's own
     directory, then SHARDREC_PLUGIN_PATH (colon-separated)."""
@@ -37,3 +45,6 @@ def plugins():
             warnings.warn("shardrec: the package's plugin directory %s is missing" % _paths.PLUGIN_DIR,
                           RuntimeWarning, stacklevel=2)
     return _plugins
+
+
+from . import distributed  # noqa: E402  (shardrec.distributed.ProcessGroup after a plain `import shardrec`)

@@ -16,6 +16,7 @@ import atexit
 import datetime
 import itertools
 import os
+import warnings
 import weakref
 
 import shardrec
@@ -34,21 +35,25 @@ def _env_int(name, default=None):
     try:
         return int(value)
     except ValueError:
-        raise shardrec.InvalidArgumentError("environment variable %s=%r is not an integer" % (name, value))
+        raise shardrec._error(shardrec.InvalidArgumentError, "INVALID_ARGUMENT",
+                              "environment variable %s=%r is not an integer" % (name, value))
 
 
-def _torch_store(timeout_s):
+def _torch_dist(timeout_s):
+    """torch.distributed, initialized (gloo, from torchrun's variables) if it was not."""
     import torch.distributed as dist
     if not dist.is_available():
-        raise shardrec.Error("torch.distributed is not available in this PyTorch; pass rendezvous='file:DIR'")
+        raise shardrec._error(shardrec.Error, "FAILED_PRECONDITION",
+                              "torch.distributed is not available in this PyTorch; pass rendezvous='file:DIR'")
     if not dist.is_initialized():
         missing = [v for v in ("MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
         if missing:
-            raise shardrec.Error("shardrec.distributed: no rendezvous: run under torchrun, call "
-                                 "torch.distributed.init_process_group() first, or pass rendezvous='file:DIR' "
-                                 "(%s not set)" % ", ".join(missing))
+            raise shardrec._error(shardrec.Error, "FAILED_PRECONDITION",
+                                  "shardrec.distributed: no rendezvous: run under torchrun, call "
+                                  "torch.distributed.init_process_group() first, or pass rendezvous='file:DIR' "
+                                  "(%s not set)" % ", ".join(missing))
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout_s))
-    return dist.distributed_c10d._get_default_store()
+    return dist
 
 
 class ProcessGroup:
@@ -64,16 +69,30 @@ class ProcessGroup:
 
     def __init__(self, comm="gloo", rendezvous=None, rank=None, world_size=None, local_rank=None,
                  local_world_size=None, timeout_s=60.0, prefix=None):
+        explicit = rank is not None or world_size is not None  # then one host unless told otherwise
+        store = None
+        if rendezvous is None:
+            dist = _torch_dist(timeout_s)
+            store = dist.distributed_c10d._get_default_store()
+            # torch's own ranks, which init_process_group may have been given
+            # without the environment variables.
+            if not explicit:
+                rank, world_size = dist.get_rank(), dist.get_world_size()
+            if prefix is None:  # one per group, in the order every rank creates them
+                prefix = "shardrec/group%d" % next(_serial)
         rank = _env_int("RANK", 0) if rank is None else int(rank)
         world_size = _env_int("WORLD_SIZE", 1) if world_size is None else int(world_size)
-        local_rank = _env_int("LOCAL_RANK", rank) if local_rank is None else int(local_rank)
-        if local_world_size is None:
-            local_world_size = _env_int("LOCAL_WORLD_SIZE", world_size)
-        prefix = "shardrec/group%d" % next(_serial) if prefix is None else str(prefix)
-        store = None if rendezvous is not None else _torch_store(timeout_s)
+        if explicit:
+            local_rank = rank if local_rank is None else int(local_rank)
+            local_world_size = world_size if local_world_size is None else int(local_world_size)
+        else:
+            local_rank = _env_int("LOCAL_RANK", rank) if local_rank is None else int(local_rank)
+            local_world_size = _env_int("LOCAL_WORLD_SIZE", world_size) if local_world_size is None \
+                else int(local_world_size)
+        prefix = "shardrec" if prefix is None else str(prefix)
         self._impl = _shardrec.ProcessGroupImpl(shardrec.plugins(), comm, rendezvous or "", store, prefix, rank,
-                                                world_size, local_rank, int(local_world_size),
-                                                int(timeout_s * 1000))
+                                                world_size, local_rank, local_world_size, int(timeout_s * 1000))
+        self._closed = False
         _groups.add(self)
 
     def rank(self):
@@ -88,8 +107,11 @@ class ProcessGroup:
     def close(self):
         """Leaves the job (modules on this group must be closed first)."""
         self._impl.close()
+        self._closed = True
 
     def __repr__(self):
+        if self._closed:
+            return "ProcessGroup(closed)"
         return "ProcessGroup(%s, rank %d of %d)" % (self.backend(), self.rank(), self.world_size())
 
 
@@ -104,11 +126,22 @@ def _close_all():
     for m in list(_modules):
         try:
             m.close()
-        except Exception:
-            pass
+        except Exception as e:
+            warnings.warn("shardrec: closing %r at exit failed: %s" % (m, e), RuntimeWarning)
     for g in list(_groups):
         try:
             g.close()
-        except Exception:
-            pass
+        except Exception as e:
+            warnings.warn("shardrec: closing %r at exit failed: %s" % (g, e), RuntimeWarning)
     _shardrec.shut_down_stores()
+
+
+def _forget_in_child():
+    # A forked child has none of the parent's comm threads: it must not
+    # close (and announce leaving) the parent's groups at its exit.
+    _modules.clear()
+    _groups.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)

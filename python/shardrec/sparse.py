@@ -11,11 +11,19 @@ from torch.utils import dlpack
 from . import _shardrec
 
 
+def _invalid(message):
+    e = _shardrec.InvalidArgumentError(message)
+    e.code = "INVALID_ARGUMENT"
+    return e
+
+
 def _capsule(t, dtype, what):
     if not isinstance(t, torch.Tensor):
         t = torch.as_tensor(t)
     if t.dim() != 1:
-        raise _shardrec.InvalidArgumentError("%s must be 1-D, got shape %s" % (what, tuple(t.shape)))
+        raise _invalid("%s must be 1-D, got shape %s" % (what, tuple(t.shape)))
+    if dtype == torch.int64 and (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool):
+        raise _invalid("%s must be integers, got %s" % (what, t.dtype))
     return dlpack.to_dlpack(t.detach().to("cpu", dtype).contiguous())
 
 
@@ -27,13 +35,14 @@ class KeyedJaggedTensor:
 
     def __init__(self, keys, values, lengths=None, offsets=None, weights=None, stride_per_key=None):
         if (lengths is None) == (offsets is None):
-            raise _shardrec.InvalidArgumentError("KeyedJaggedTensor: give exactly one of lengths and offsets")
+            raise _invalid("KeyedJaggedTensor: give exactly one of lengths and offsets")
         self._keys = [str(k) for k in keys]
         self._values = torch.as_tensor(values)
         if lengths is None:
             offsets = torch.as_tensor(offsets)
-            if offsets.dim() != 1 or offsets.numel() == 0:
-                raise _shardrec.InvalidArgumentError("KeyedJaggedTensor: offsets must be 1-D with at least one entry")
+            if offsets.dim() != 1 or offsets.numel() == 0 or int(offsets[0]) != 0:
+                raise _invalid("KeyedJaggedTensor: offsets must be 1-D, start at 0 and have one more entry than "
+                               "lengths")
             lengths = offsets[1:] - offsets[:-1]
         self._lengths = torch.as_tensor(lengths)
         self._weights = None if weights is None else torch.as_tensor(weights)
@@ -54,8 +63,7 @@ class KeyedJaggedTensor:
             return features
         if hasattr(features, "weights_or_none") and hasattr(features, "lengths"):
             return KeyedJaggedTensor.from_torchrec(features)
-        raise _shardrec.InvalidArgumentError("expected a shardrec or TorchRec KeyedJaggedTensor, got %s"
-                                             % type(features).__name__)
+        raise _invalid("expected a shardrec or TorchRec KeyedJaggedTensor, got %s" % type(features).__name__)
 
     def keys(self):
         return list(self._keys)

@@ -67,8 +67,9 @@ def _optimizer_text(optimizer):
     if isinstance(optimizer, dict):
         rest = {k: v for k, v in optimizer.items() if k != "name"}
         if "name" not in optimizer:
-            raise shardrec.InvalidArgumentError("optimizer dict needs a 'name' (sgd, adagrad, rowwise_adagrad, adam)")
-        return ",".join([str(optimizer["name"])] + ["%s=%r" % (k, v) for k, v in rest.items()])
+            raise shardrec._error(shardrec.InvalidArgumentError, "INVALID_ARGUMENT",
+                                  "optimizer dict needs a 'name' (sgd, adagrad, rowwise_adagrad, adam)")
+        return ",".join([str(optimizer["name"])] + ["%s=%s" % (k, v) for k, v in rest.items()])
     return str(optimizer)
 
 
@@ -85,12 +86,20 @@ class _FusedLookup(torch.autograd.Function):
     def forward(ctx, anchor, module, kjt):
         outputs = module._lookup(kjt)
         ctx.module, ctx.kjt, ctx.shapes = module, kjt, [t.shape for t in outputs]
+        ctx.lookup = module._lookups  # which lookup this is (a sharded backward needs the last)
+        ctx.features = getattr(module, "_last_lengths", None)  # sequence outputs: their features
+        ctx.stepped = False
         return tuple(outputs)
 
     @staticmethod
     def backward(ctx, *grads):
+        if ctx.stepped:
+            raise shardrec._error(shardrec.Error, "FAILED_PRECONDITION",
+                                  "backward through the same lookup twice (retain_graph): the fused optimizer "
+                                  "already stepped for it")
+        ctx.stepped = True
         grads = [torch.zeros(s) if g is None else g for g, s in zip(grads, ctx.shapes)]
-        ctx.module._step(ctx.kjt, [g.detach().to("cpu", torch.float32).contiguous() for g in grads])
+        ctx.module._step(ctx.kjt, [g.detach().to("cpu", torch.float32).contiguous() for g in grads], ctx)
         return None, None, None
 
 
@@ -113,6 +122,7 @@ class _FusedModule(torch.nn.Module):
         self._iteration = 0
         # Makes the outputs require grad, so that autograd calls backward.
         self._anchor = torch.zeros((), requires_grad=True)
+        self._lookups = 0  # lookups so far (training or not)
         self._keys, self._dims = [], []
         for c in self._configs:
             for f in c["feature_names"]:
@@ -125,15 +135,26 @@ class _FusedModule(torch.nn.Module):
 
     def forward(self, features):
         kjt = KeyedJaggedTensor.of(features)
+        self._lookups += 1
         if self.training and self._optimizer != "none" and torch.is_grad_enabled():
             outputs = _FusedLookup.apply(self._anchor, self, kjt)
         else:
             outputs = self._lookup(kjt)
         return self._outputs(kjt, outputs)
 
-    def _step(self, kjt, grads):
+    # A sharded module's backward applies the gradient to its last lookup's
+    # input (the core keeps only that one's routing).
+    _BACKWARD_OF_LAST_LOOKUP_ONLY = False
+
+    def _step(self, kjt, grads, ctx):
+        if self._BACKWARD_OF_LAST_LOOKUP_ONLY and ctx.lookup != self._lookups:
+            raise shardrec._error(shardrec.Error, "FAILED_PRECONDITION",
+                                  "%s: backward of lookup %d after lookup %d: a sharded module applies the gradient "
+                                  "to its last lookup's input, so run backward before the next forward (no "
+                                  "gradient accumulation over several forwards)"
+                                  % (type(self).__name__, ctx.lookup, self._lookups))
         self._iteration += 1
-        self._backward(kjt, grads)
+        self._backward(kjt, grads, ctx.features)
 
     def weight(self, table):
         """Table `table`'s weights [num_embeddings, dim] in its dtype (a copy)."""
@@ -172,7 +193,7 @@ class _FusedModule(torch.nn.Module):
         optimizer continues from the checkpoint's iteration. Returns
         {"dir", "step", "optimizer_iteration", "optimizer_state_loaded"}."""
         directory, step, iteration, state_loaded = self._impl.load_checkpoint(str(path), bool(reset_optimizer))
-        if not reset_optimizer:
+        if state_loaded:
             self._iteration = int(iteration)
         return {"dir": directory, "step": step, "optimizer_iteration": iteration,
                 "optimizer_state_loaded": state_loaded}
@@ -208,8 +229,9 @@ class _Sequence:
     def _outputs(self, kjt, outputs):
         return {f: JaggedTensor(v, lengths) for (f, lengths), v in zip(self._last_lengths, outputs)}
 
-    def _grad_capsules(self, grads):
-        return {f: dlpack.to_dlpack(g) for (f, _), g in zip(self._last_lengths, grads)}
+    @staticmethod
+    def _grad_capsules(grads, features):
+        return {f: dlpack.to_dlpack(g) for (f, _), g in zip(features, grads)}
 
 
 class _Unsharded(_FusedModule):
@@ -232,7 +254,8 @@ class _Unsharded(_FusedModule):
         return dlpack.from_dlpack(self._impl.read_state(table))
 
     def load_optimizer_state(self, table, state):
-        self._impl.write_state(table, dlpack.to_dlpack(torch.as_tensor(state, dtype=torch.float32).contiguous()))
+        state = torch.as_tensor(state).detach().to("cpu", torch.float32).contiguous()
+        self._impl.write_state(table, dlpack.to_dlpack(state))
 
     def save_checkpoint(self, root, step=None, keep_last=0):
         """Saves root/step-NNNNNNNN as a sharded module does (step: the
@@ -240,13 +263,13 @@ class _Unsharded(_FusedModule):
         in a world of one, so the tables are copied once in memory while it
         saves. Returns the checkpoint's path."""
         group = distributed.ProcessGroup(comm="local", rendezvous="local:shardrec-save-%d" % next(_save_serial),
-                                         rank=0, world_size=1, local_rank=0, local_world_size=1)
+                                         rank=0, world_size=1, prefix="save")
         try:
             twin = self._SHARDED(self._configs, group=group, sharder="table_wise", optimizer=self._optimizer)
             try:
                 for c in self._configs:
                     state = self.optimizer_state(c["name"]) if self._optimizer != "none" else None
-                    twin._impl.write_table(c["name"], dlpack.to_dlpack(self.weight(c["name"])),
+                    twin._impl.write_table(c["name"], dlpack.to_dlpack(self.weight(c["name"]).float()),
                                            None if state is None else dlpack.to_dlpack(state))
                 twin._iteration = self._iteration
                 return twin.save_checkpoint(root, step, keep_last)
@@ -275,7 +298,7 @@ class EmbeddingBagCollection(_Pooled, _Unsharded):
         super().__init__(_shardrec.EmbeddingBagCollectionImpl, tables, is_weighted, optimizer, kernel, kernel_options,
                          init_seed, bounds_check, device, pooled=True)
 
-    def _backward(self, kjt, grads):
+    def _backward(self, kjt, grads, features):
         self._impl.backward(kjt.impl(), dlpack.to_dlpack(grads[0]), self._iteration, math.nan)
 
 
@@ -290,8 +313,8 @@ class EmbeddingCollection(_Sequence, _Unsharded):
         super().__init__(_shardrec.EmbeddingCollectionImpl, tables, False, optimizer, kernel, kernel_options,
                          init_seed, bounds_check, device, pooled=False)
 
-    def _backward(self, kjt, grads):
-        self._impl.backward(kjt.impl(), self._grad_capsules(grads), self._iteration)
+    def _backward(self, kjt, grads, features):
+        self._impl.backward(kjt.impl(), self._grad_capsules(grads, features), self._iteration)
 
 
 class _Sharded(_FusedModule):
@@ -300,6 +323,8 @@ class _Sharded(_FusedModule):
     def __init__(self, impl_class, tables, group, sharder, plan, planner, batch_size, is_weighted, optimizer, kernel,
                  kernel_options, init_seed, bounds_check, pooled):
         super().__init__(tables, is_weighted, optimizer, pooled)
+        self._dtypes = {c["name"]: _TORCH_DTYPES[c.get("data_type", "fp32")] for c in self._configs}
+        self._own_group = group is None
         self.group = group if group is not None else distributed.ProcessGroup()
         if plan is None:
             plan_json = ""
@@ -309,7 +334,8 @@ class _Sharded(_FusedModule):
             with open(plan) as f:
                 plan_json = f.read()
         if planner and batch_size is None:
-            raise shardrec.InvalidArgumentError("planner=True needs batch_size (samples per rank per step)")
+            raise shardrec._error(shardrec.InvalidArgumentError, "INVALID_ARGUMENT",
+                                  "planner=True needs batch_size (samples per rank per step)")
         self._impl = impl_class(shardrec.plugins(), self.group._impl, json.dumps({"tables": self._configs}),
                                 sharder or "", plan_json, bool(planner), int(batch_size or 0), kernel,
                                 _options(kernel_options), self._optimizer, int(init_seed), bounds_check)
@@ -324,11 +350,11 @@ class _Sharded(_FusedModule):
         return self._impl.planner_report()
 
     def _read_weights(self, table):
-        weights, _ = self._impl.read_table(table)
-        return dlpack.from_dlpack(weights)
+        weights, _ = self._impl.read_table(table)  # float32 whatever the table's dtype
+        return dlpack.from_dlpack(weights).to(self._dtypes[table])
 
     def _write_weights(self, table, weights):
-        self._impl.write_table(table, dlpack.to_dlpack(weights))
+        self._impl.write_table(table, dlpack.to_dlpack(weights.float().contiguous()))
 
     def save_checkpoint(self, root, step=None, keep_last=0):
         """Collective: saves root/step-NNNNNNNN (step: the optimizer's
@@ -339,9 +365,14 @@ class _Sharded(_FusedModule):
         directory, _ = self._impl.save_checkpoint(str(root), step, self._iteration, int(keep_last))
         return directory
 
+    _BACKWARD_OF_LAST_LOOKUP_ONLY = True
+
     def close(self):
-        """Frees this rank's shards; the module cannot be used after."""
+        """Frees this rank's shards (and leaves the group the module made
+        itself); the module cannot be used after."""
         self._impl.close()
+        if self._own_group:
+            self.group.close()
 
 
 class ShardedEmbeddingBagCollection(_Pooled, _Sharded):
@@ -365,7 +396,7 @@ class ShardedEmbeddingBagCollection(_Pooled, _Sharded):
                          batch_size, is_weighted, optimizer, kernel, kernel_options, init_seed, bounds_check,
                          pooled=True)
 
-    def _backward(self, kjt, grads):
+    def _backward(self, kjt, grads, features):
         self._impl.backward(dlpack.to_dlpack(grads[0]), self._iteration)
 
 
@@ -378,8 +409,8 @@ class ShardedEmbeddingCollection(_Sequence, _Sharded):
         super().__init__(_shardrec.ShardedEmbeddingCollectionImpl, tables, group, sharder, plan, planner, batch_size,
                          False, optimizer, kernel, kernel_options, init_seed, bounds_check, pooled=False)
 
-    def _backward(self, kjt, grads):
-        self._impl.backward(self._grad_capsules(grads), self._iteration)
+    def _backward(self, kjt, grads, features):
+        self._impl.backward(self._grad_capsules(grads, features), self._iteration)
 
 
 EmbeddingBagCollection._SHARDED = ShardedEmbeddingBagCollection

@@ -131,14 +131,30 @@ class Sharded {
     const ProcessGroup& g = group_->get();
     const EmbeddingModuleOptions options = ModuleOptions(kernel, kernel_options, optimizer, init_seed, bounds_check);
     const std::vector<EmbeddingTableConfig> tables = Unwrap(ParseTablesJson(tables_json, "tables"));
-    py::gil_scoped_release release;
-    const ShardingPlan plan = PlanFor(plugins, g, tables, sharder, plan_json, planner, batch_per_rank, kernel,
-                                      options.optimizer.optimizer, &planner_report_);
-    plan_json_ = PlanToJson(plan);
-    module_.emplace(Unwrap(M::Create(plugins.registry(), g, plan, options)));
+    // Counted as a user before the GIL goes, so that no close() of the
+    // group from another thread can pass while the module is being made.
     ++group_->users();
+    try {
+      py::gil_scoped_release release;
+      const ShardingPlan plan = PlanFor(plugins, g, tables, sharder, plan_json, planner, batch_per_rank, kernel,
+                                        options.optimizer.optimizer, &planner_report_);
+      plan_json_ = PlanToJson(plan);
+      module_.emplace(Unwrap(M::Create(plugins.registry(), g, plan, options)));
+    } catch (...) {
+      --group_->users();
+      throw;
+    }
   }
-  ~Sharded() { Close(); }
+  // Sub-groups a module may make would have heartbeat threads that need the
+  // GIL to stop, as a Group's do.
+  ~Sharded() {
+    if (module_ && PyGILState_Check()) {
+      py::gil_scoped_release release;
+      Close();
+    } else {
+      Close();
+    }
+  }
   Sharded(const Sharded&) = delete;
   Sharded& operator=(const Sharded&) = delete;
 

@@ -15,13 +15,30 @@ Status Refused() {
   return UnavailableError("rendezvous store: the Python interpreter is exiting");
 }
 
+// True once no Python call may be made: after the package's exit hook, or
+// while the interpreter finalizes (a group the hook could not close).
+bool PythonGone() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return g_shut_down.load() || Py_IsFinalizing();
+#else
+  return g_shut_down.load() || _Py_IsFinalizing();
+#endif
+}
+
+// torch's stores raise on a wait that timed out with "timeout" in the
+// message (DistStoreError / RuntimeError); anything else is another failure.
+bool IsTimeout(const pybind11::error_already_set& e) {
+  const std::string what = e.what();
+  return what.find("imeout") != std::string::npos || what.find("timed out") != std::string::npos;
+}
+
 }  // namespace
 
 PythonStore::PythonStore(pybind11::object store, std::string prefix, int64_t default_timeout_ms)
     : store_(std::move(store)), prefix_(std::move(prefix)), default_timeout_ms_(default_timeout_ms) {}
 
 PythonStore::~PythonStore() {
-  if (g_shut_down.load() || !Py_IsInitialized()) {
+  if (PythonGone() || !Py_IsInitialized()) {
     store_.release();  // the interpreter is gone or going: leak the reference
     return;
   }
@@ -32,7 +49,7 @@ PythonStore::~PythonStore() {
 void PythonStore::ShutDown() { g_shut_down.store(true); }
 
 Status PythonStore::Set(const std::string& key, std::string_view value) {
-  if (g_shut_down.load()) return Refused();
+  if (PythonGone()) return Refused();
   pybind11::gil_scoped_acquire gil;
   try {
     store_.attr("set")(prefix_ + "/" + key, pybind11::bytes(value.data(), value.size()));
@@ -43,7 +60,7 @@ Status PythonStore::Set(const std::string& key, std::string_view value) {
 }
 
 StatusOr<std::string> PythonStore::Get(const std::string& key, int64_t timeout_ms) {
-  if (g_shut_down.load()) return Refused();
+  if (PythonGone()) return Refused();
   if (timeout_ms < 0) timeout_ms = default_timeout_ms_;
   const std::string full = prefix_ + "/" + key;
   pybind11::gil_scoped_acquire gil;
@@ -57,6 +74,7 @@ StatusOr<std::string> PythonStore::Get(const std::string& key, int64_t timeout_m
       try {
         store_.attr("wait")(keys, std::chrono::milliseconds(timeout_ms));
       } catch (pybind11::error_already_set& e) {
+        if (!IsTimeout(e)) return UnavailableError("rendezvous store: waiting for '" + key + "' failed: " + e.what());
         return Status(SR_DEADLINE_EXCEEDED, "rendezvous store: '" + key + "' was not set within " +
                                                 std::to_string(timeout_ms) + " ms (" + e.what() + ")");
       }

@@ -292,8 +292,39 @@ class Checkpoints(unittest.TestCase):
         group.close()
 
 
+    def test_a_sharded_backward_must_follow_its_own_lookup(self):
+        group = shardrec.distributed.ProcessGroup(comm="local", rendezvous="local:order-test", rank=0, world_size=1)
+        m = srt.ShardedEmbeddingBagCollection(TABLES, group=group, optimizer="sgd,lr=0.1", init_seed=3)
+        kjt = shardrec.KeyedJaggedTensor(["f0", "f1"], [1, 2], lengths=[1, 0, 1, 0])
+        before = m.weight("t0").clone()
+        out = m(kjt).values()
+        with torch.no_grad():
+            m(kjt)  # another lookup: the core now holds its routing, not out's
+        with self.assertRaisesRegex(shardrec.Error, "run backward before the next forward") as e:
+            out.sum().backward()
+        self.assertEqual(e.exception.code, "FAILED_PRECONDITION")
+        torch.testing.assert_close(m.weight("t0"), before, rtol=0, atol=0)  # nothing was applied
+        out = m(kjt).values()
+        out.sum().backward(retain_graph=True)
+        with self.assertRaisesRegex(shardrec.Error, "twice"):
+            out.sum().backward()
+        self.assertFalse(torch.equal(m.weight("t0"), before))
+        m.close()
+        group.close()
+        self.assertEqual(repr(group), "ProcessGroup(closed)")
+
+    def test_fp16_sharded_tables_state_dict(self):
+        group = shardrec.distributed.ProcessGroup(comm="local", rendezvous="local:fp16-test", rank=0, world_size=1)
+        m = srt.ShardedEmbeddingBagCollection([dict(TABLES[0], data_type="fp16")], group=group, init_seed=3)
+        self.assertEqual(m.weight("t0").dtype, torch.float16)
+        m.load_state_dict({"embedding_bags.t0.weight": torch.full((40, 8), 0.5)})
+        torch.testing.assert_close(m.weight("t0"), torch.full((40, 8), 0.5, dtype=torch.float16))
+        m.close()
+        group.close()
+
     def test_an_unsharded_module_saves_and_loads(self):
-        for cls, tables in [(srt.EmbeddingBagCollection, TABLES), (srt.EmbeddingCollection, EcMatchesTorch.SEQ)]:
+        for cls, tables in [(srt.EmbeddingBagCollection, TABLES), (srt.EmbeddingCollection, EcMatchesTorch.SEQ),
+                            (srt.EmbeddingBagCollection, [dict(TABLES[0], data_type="fp16")])]:
             a = cls(tables, optimizer="adagrad,lr=0.1", init_seed=13)
             keys = [f for c in tables for f in c["feature_names"]]
             kjt = shardrec.KeyedJaggedTensor(keys, [1] * len(keys), lengths=[1, 0] * len(keys))

@@ -42,16 +42,24 @@ for sharder in ["table_wise", "row_wise", "column_wise", "table_row_wise", "data
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
                    SHARDREC_TEST_CHECKPOINTS=checkpoints)
-        procs.append(subprocess.Popen([sys.executable, worker, sharder], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
+        # Output to files: a rank blocked on a full pipe would stall the other.
+        log = tempfile.TemporaryFile(mode="w+")
+        procs.append((subprocess.Popen([sys.executable, worker, sharder], env=env, stdout=log,
+                                       stderr=subprocess.STDOUT, text=True), log))
     outs = []
-    for p in procs:
+    for p, log in procs:
         try:
-            outs.append(p.communicate(timeout=240)[0])
+            p.wait(timeout=240)
+            note = ""
         except subprocess.TimeoutExpired:
-            for q in procs:
+            for q, _ in procs:
                 q.kill()
-            outs.append("TIMEOUT after 240 s\n" + p.communicate()[0])
+            p.wait()
+            note = "TIMEOUT after 240 s\n"
+        log.seek(0)
+        outs.append(note + log.read())
+        log.close()
+    procs = [p for p, _ in procs]
     shutil.rmtree(checkpoints, ignore_errors=True)
     ok = all(p.returncode == 0 for p in procs) and all("RANK %d OK" % r in outs[r] for r in range(2))
     print(("PASS " if ok else "FAIL ") + sharder + ": " + " | ".join(o.strip().splitlines()[-1] if o.strip() else ""
