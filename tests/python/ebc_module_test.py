@@ -345,6 +345,17 @@ class Checkpoints(unittest.TestCase):
                     a.save_checkpoint(d)
 
 
+class Docs(unittest.TestCase):
+    def test_the_first_example_of_docs_python_md_runs(self):
+        import re
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "..", "docs", "python.md")) as f:
+            code = re.search(r"```python\n(.*?)```", f.read(), re.S).group(1)
+        namespace = {}
+        exec(compile(code, "docs/python.md", "exec"), namespace)
+        self.assertEqual(tuple(namespace["ebc"](namespace["kjt"]).values().shape), (2, 128))
+
+
 class EbcMatchesTorchRec(unittest.TestCase):
     def test_equals_torchrec_embedding_bag_collection(self):
         try:
