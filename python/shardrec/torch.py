@@ -320,8 +320,8 @@ class EmbeddingCollection(_Sequence, _Unsharded):
 class _Sharded(_FusedModule):
     """The modules split across the ranks of `group`."""
 
-    def __init__(self, impl_class, tables, group, sharder, plan, planner, batch_size, is_weighted, optimizer, kernel,
-                 kernel_options, init_seed, bounds_check, pooled):
+    def __init__(self, impl_class, tables, group, sharder, plan, planner, batch_size, samples, is_weighted, optimizer,
+                 kernel, kernel_options, init_seed, bounds_check, pooled):
         super().__init__(tables, is_weighted, optimizer, pooled)
         self._dtypes = {c["name"]: _TORCH_DTYPES[c.get("data_type", "fp32")] for c in self._configs}
         self._own_group = group is None
@@ -336,8 +336,9 @@ class _Sharded(_FusedModule):
         if planner and batch_size is None:
             raise shardrec._error(shardrec.InvalidArgumentError, "INVALID_ARGUMENT",
                                   "planner=True needs batch_size (samples per rank per step)")
+        samples = [KeyedJaggedTensor.of(k).impl() for k in (samples or [])]
         self._impl = impl_class(shardrec.plugins(), self.group._impl, json.dumps({"tables": self._configs}),
-                                sharder or "", plan_json, bool(planner), int(batch_size or 0), kernel,
+                                sharder or "", plan_json, bool(planner), int(batch_size or 0), samples, kernel,
                                 _options(kernel_options), self._optimizer, int(init_seed), bounds_check)
         distributed._register_module(self)
 
@@ -382,18 +383,20 @@ class ShardedEmbeddingBagCollection(_Pooled, _Sharded):
     "row_wise", "column_wise", "table_row_wise", "data_parallel"); plan: a
     plan file's contents as a dict ({"plan": {table: {...}}},
     docs/sharding.md) or its path; planner=True: the planner chooses
-    (docs/planner.md) for batch_size samples per rank; none of these: the
-    balanced table-wise plan. Forward and backward are collective: every
+    (docs/planner.md) for batch_size samples per rank, from the ids per
+    sample and row skew of samples (KJTs; rank 0's are used; none: one id
+    per feature, uniform rows); none of these: the balanced table-wise plan. Forward and backward are collective: every
     rank calls them, each with its own batch (the same batch size on every
     rank). state_dict() is collective too and gives every rank the whole
     tables; load_state_dict() sets each rank's part from whole tables.
     Other arguments as EmbeddingBagCollection's.
     """
 
-    def __init__(self, tables, group=None, sharder="", plan=None, planner=False, batch_size=None, is_weighted=False,
-                 optimizer="sgd,lr=0.01", kernel="cpu", kernel_options=None, init_seed=0, bounds_check="fatal"):
+    def __init__(self, tables, group=None, sharder="", plan=None, planner=False, batch_size=None, samples=None,
+                 is_weighted=False, optimizer="sgd,lr=0.01", kernel="cpu", kernel_options=None, init_seed=0,
+                 bounds_check="fatal"):
         super().__init__(_shardrec.ShardedEmbeddingBagCollectionImpl, tables, group, sharder, plan, planner,
-                         batch_size, is_weighted, optimizer, kernel, kernel_options, init_seed, bounds_check,
+                         batch_size, samples, is_weighted, optimizer, kernel, kernel_options, init_seed, bounds_check,
                          pooled=True)
 
     def _backward(self, kjt, grads, features):
@@ -404,10 +407,10 @@ class ShardedEmbeddingCollection(_Sequence, _Sharded):
     """The tables of an EmbeddingCollection split across the ranks of
     `group`; arguments as ShardedEmbeddingBagCollection's."""
 
-    def __init__(self, tables, group=None, sharder="", plan=None, planner=False, batch_size=None,
+    def __init__(self, tables, group=None, sharder="", plan=None, planner=False, batch_size=None, samples=None,
                  optimizer="sgd,lr=0.01", kernel="cpu", kernel_options=None, init_seed=0, bounds_check="fatal"):
         super().__init__(_shardrec.ShardedEmbeddingCollectionImpl, tables, group, sharder, plan, planner, batch_size,
-                         False, optimizer, kernel, kernel_options, init_seed, bounds_check, pooled=False)
+                         samples, False, optimizer, kernel, kernel_options, init_seed, bounds_check, pooled=False)
 
     def _backward(self, kjt, grads, features):
         self._impl.backward(self._grad_capsules(grads, features), self._iteration)

@@ -26,6 +26,7 @@
 #include "shardrec/core/modules/sharded_embedding_bag_collection.h"
 #include "shardrec/core/modules/sharded_embedding_collection.h"
 #include "shardrec/core/planner/planner.h"
+#include "shardrec/core/planner/table_workload.h"
 #include "shardrec/core/sharding/sharding_plan.h"
 #include "shardrec/sdk/optimizer.hpp"
 #include "status_error.h"
@@ -87,7 +88,8 @@ std::shared_ptr<Group> MakeGroup(const Plugins& plugins, const std::string& comm
 // table-wise plan. *report: the planner's table for people, else empty.
 ShardingPlan PlanFor(const Plugins& plugins, const ProcessGroup& g, const std::vector<EmbeddingTableConfig>& tables,
                      const std::string& sharder, const std::string& plan_json, bool planner, int64_t batch_per_rank,
-                     const std::string& kernel, int32_t optimizer, std::string* report) {
+                     const std::vector<const KeyedJaggedTensor*>& samples, const std::string& kernel,
+                     int32_t optimizer, std::string* report) {
   if (planner + !sharder.empty() + !plan_json.empty() > 1) {
     throw StatusError(InvalidArgumentError("give at most one of sharder, plan and planner"));
   }
@@ -104,16 +106,31 @@ ShardingPlan PlanFor(const Plugins& plugins, const ProcessGroup& g, const std::v
   if (!plan_json.empty()) req.spec = Unwrap(ParsePlanJson(plan_json, "plan"));
   if (planner) {
     if (batch_per_rank <= 0) throw StatusError(InvalidArgumentError("planner: batch_size must be positive"));
-    PlannerRequest preq;
-    preq.tables = tables;
-    preq.batch_per_rank = batch_per_rank;
-    preq.world_size = g.world_size();
-    preq.ranks_per_host = g.local_world_size();
-    preq.kernels = {kernel};
-    preq.state_bytes_per_row = state_bytes;
-    const PlannerResult result = Unwrap(RunPlanner(plugins.registry(), preq));
-    *report = FormatPlannerResult(result, preq, /*explain=*/false);
-    req.spec = result.spec;
+    // Rank 0 plans from its sample batches (ids per sample and row skew
+    // per table; none: one id per feature, uniform rows) and every rank
+    // takes its plan: ranks with other samples must not plan apart.
+    const std::string planned = Unwrap(g.InvokeOnRankAndBroadcastResult(0, [&]() -> StatusOr<std::string> {
+      PlannerRequest preq;
+      preq.tables = tables;
+      preq.batch_per_rank = batch_per_rank;
+      preq.world_size = g.world_size();
+      preq.ranks_per_host = g.local_world_size();
+      preq.kernels = {kernel};
+      preq.state_bytes_per_row = state_bytes;
+      if (!samples.empty()) {
+        std::vector<KeyedJaggedTensor> batches;
+        for (const KeyedJaggedTensor* k : samples) batches.push_back(*k);
+        preq.workload = MeasureWorkload(tables, batches);
+      }
+      SR_ASSIGN_OR_RETURN(PlannerResult result, RunPlanner(plugins.registry(), preq));
+      PlanRequest from_planner = req;
+      from_planner.spec = result.spec;
+      SR_ASSIGN_OR_RETURN(ShardingPlan plan, MakePlan(plugins.registry(), from_planner));
+      *report = FormatPlannerResult(result, preq, /*explain=*/false);
+      return PlanToJson(plan);
+    }));
+    req.spec = Unwrap(ParsePlanJson(planned, "the planner's plan from rank 0"));
+    *report = Unwrap(g.InvokeOnRankAndBroadcastResult(0, [&]() -> StatusOr<std::string> { return *report; }));
   }
   return Unwrap(MakePlan(plugins.registry(), req));
 }
@@ -125,8 +142,9 @@ class Sharded {
  public:
   Sharded(const Plugins& plugins, std::shared_ptr<Group> group, const std::string& tables_json,
           const std::string& sharder, const std::string& plan_json, bool planner, int64_t batch_per_rank,
-          const std::string& kernel, const std::vector<std::pair<std::string, std::string>>& kernel_options,
-          const std::string& optimizer, uint64_t init_seed, const std::string& bounds_check)
+          const std::vector<const KeyedJaggedTensor*>& samples, const std::string& kernel,
+          const std::vector<std::pair<std::string, std::string>>& kernel_options, const std::string& optimizer,
+          uint64_t init_seed, const std::string& bounds_check)
       : group_(std::move(group)) {
     const ProcessGroup& g = group_->get();
     const EmbeddingModuleOptions options = ModuleOptions(kernel, kernel_options, optimizer, init_seed, bounds_check);
@@ -136,8 +154,8 @@ class Sharded {
     ++group_->users();
     try {
       py::gil_scoped_release release;
-      const ShardingPlan plan = PlanFor(plugins, g, tables, sharder, plan_json, planner, batch_per_rank, kernel,
-                                        options.optimizer.optimizer, &planner_report_);
+      const ShardingPlan plan = PlanFor(plugins, g, tables, sharder, plan_json, planner, batch_per_rank, samples,
+                                        kernel, options.optimizer.optimizer, &planner_report_);
       plan_json_ = PlanToJson(plan);
       module_.emplace(Unwrap(M::Create(plugins.registry(), g, plan, options)));
     } catch (...) {
@@ -220,11 +238,13 @@ template <class M>
 py::class_<Sharded<M>> BindSharded(py::module_& m, const char* name, const char* doc) {
   py::class_<Sharded<M>> cls(m, name, doc);
   cls.def(py::init<const Plugins&, std::shared_ptr<Group>, const std::string&, const std::string&, const std::string&,
-                   bool, int64_t, const std::string&, const std::vector<std::pair<std::string, std::string>>&,
-                   const std::string&, uint64_t, const std::string&>(),
+                   bool, int64_t, const std::vector<const KeyedJaggedTensor*>&, const std::string&,
+                   const std::vector<std::pair<std::string, std::string>>&, const std::string&, uint64_t,
+                   const std::string&>(),
           py::arg("plugins"), py::arg("group"), py::arg("tables_json"), py::arg("sharder"), py::arg("plan_json"),
-          py::arg("planner"), py::arg("batch_per_rank"), py::arg("kernel"), py::arg("kernel_options"),
-          py::arg("optimizer"), py::arg("init_seed"), py::arg("bounds_check"), py::keep_alive<1, 2>())
+          py::arg("planner"), py::arg("batch_per_rank"), py::arg("samples"), py::arg("kernel"),
+          py::arg("kernel_options"), py::arg("optimizer"), py::arg("init_seed"), py::arg("bounds_check"),
+          py::keep_alive<1, 2>())
       .def("read_table", &Sharded<M>::ReadTable)
       .def("write_table", &Sharded<M>::WriteTable, py::arg("name"), py::arg("weights"), py::arg("state") = py::none())
       .def("save_checkpoint", &Sharded<M>::SaveCheckpoint, py::arg("root"), py::arg("step"), py::arg("iteration"),

@@ -66,11 +66,14 @@ StatusOr<std::string> PythonStore::Get(const std::string& key, int64_t timeout_m
   pybind11::gil_scoped_acquire gil;
   try {
     const std::vector<std::string> keys{full};
-    if (timeout_ms == 0) {
+    // Looking once: check() where the store has it (torch >= 2.0), else a
+    // wait of 1 ms.
+    if (timeout_ms == 0 && pybind11::hasattr(store_, "check")) {
       if (!store_.attr("check")(keys).cast<bool>()) {
         return Status(SR_DEADLINE_EXCEEDED, "rendezvous store: '" + key + "' is not set");
       }
     } else {
+      if (timeout_ms == 0) timeout_ms = 1;
       try {
         store_.attr("wait")(keys, std::chrono::milliseconds(timeout_ms));
       } catch (pybind11::error_already_set& e) {

@@ -7,6 +7,7 @@ import os
 import sys
 
 import torch
+import torch.distributed
 
 import shardrec
 import shardrec.torch as srt
@@ -100,8 +101,16 @@ torch.testing.assert_close(sharded_ec.state_dict()["embeddings.s0.weight"], unsh
 
 if sharder == "table_wise":
     # The planner, for this batch size, then the same numbers.
-    planned = srt.ShardedEmbeddingBagCollection(TABLES, group=group, planner=True, batch_size=B, init_seed=3,
-                                                optimizer=None)
+    # Rank 0's sample batch says how many ids each table sees; rank 1's
+    # differs and is ignored, so both ranks get rank 0's plan.
+    sample_lengths = torch.full((len(FEATURES) * B,), 6 if rank == 0 else 1)
+    sample = shardrec.KeyedJaggedTensor(FEATURES, torch.zeros(int(sample_lengths.sum()), dtype=torch.int64),
+                                        lengths=sample_lengths)
+    planned = srt.ShardedEmbeddingBagCollection(TABLES, group=group, planner=True, batch_size=B, samples=[sample],
+                                                init_seed=3, optimizer=None)
+    plans = [None, None]
+    torch.distributed.all_gather_object(plans, planned.plan())
+    assert plans[0] == plans[1], plans
     assert set(planned.plan()["plan"]) == {"t0", "t1"} and "t0" in planned.planner_report(), planned.planner_report()
     fresh_unsharded = srt.EmbeddingBagCollection(TABLES, optimizer=None, init_seed=3)
     one_id_each = [1] + [0] * (B - 1)  # the first sample of each feature has one id
