@@ -8,13 +8,13 @@ embeddings side by side."""
 import torch
 from torch.utils import dlpack
 
+import shardrec
+
 from . import _shardrec
 
 
 def _invalid(message):
-    e = _shardrec.InvalidArgumentError(message)
-    e.code = "INVALID_ARGUMENT"
-    return e
+    return shardrec._error(_shardrec.InvalidArgumentError, "INVALID_ARGUMENT", message)
 
 
 def _capsule(t, dtype, what):

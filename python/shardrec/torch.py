@@ -209,7 +209,7 @@ class _Pooled:
         return self.embedding_configs()
 
     def _lookup(self, kjt):
-        capsule, _, _, self.last_invalid_ids = self._impl.forward(kjt.impl())
+        capsule, self.last_invalid_ids = self._impl.forward(kjt.impl())
         return [dlpack.from_dlpack(capsule)]
 
     def _outputs(self, kjt, outputs):

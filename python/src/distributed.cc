@@ -281,7 +281,7 @@ void BindDistributed(py::module_& m) {
                py::gil_scoped_release release;
                kt = Unwrap(e.get().Forward(kjt, &invalid));
              }
-             return py::make_tuple(CapsuleFromTensor(kt->values()), kt->keys(), kt->length_per_key(), invalid);
+             return py::make_tuple(CapsuleFromTensor(kt->values()), invalid);
            })
       .def("backward",
            [](ShardedEbc& e, const py::capsule& grad, int64_t iteration) {

@@ -73,9 +73,7 @@ void Bind(py::module_& m) {
 
   py::class_<KeyedJaggedTensor>(m, "KeyedJaggedTensorImpl", "The C++ KeyedJaggedTensor (see shardrec.sparse).")
       .def(py::init(&MakeKjt), py::arg("keys"), py::arg("values"), py::arg("lengths"), py::arg("weights"),
-           py::arg("stride_per_key"))
-      .def("keys", &KeyedJaggedTensor::keys)
-      .def("num_values", [](const KeyedJaggedTensor& k) { return static_cast<int64_t>(k.values().size()); });
+           py::arg("stride_per_key"));
 
 }
 

@@ -58,9 +58,9 @@ void BindUnsharded(py::module_& m) {
               py::gil_scoped_release release;
               kt = Unwrap(e.Forward(kjt, &invalid));
             }
-            return py::make_tuple(CapsuleFromTensor(kt->values()), kt->keys(), kt->length_per_key(), invalid);
+            return py::make_tuple(CapsuleFromTensor(kt->values()), invalid);
           },
-          "-> (values capsule [B, sum of dims], keys, length_per_key, ids outside their table)")
+          "-> (values capsule [B, sum of dims] in table order, ids outside their table)")
       .def(
           "backward",
           [](const EmbeddingBagCollection& e, const KeyedJaggedTensor& kjt, const py::capsule& grad,
