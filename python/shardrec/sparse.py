@@ -17,14 +17,17 @@ def _invalid(message):
     return shardrec._error(_shardrec.InvalidArgumentError, "INVALID_ARGUMENT", message)
 
 
-def _capsule(t, dtype, what):
+def _exported(t, dtype, what):
+    """`t` as the C++ side reads it: CPU, `dtype`, contiguous. That is `t`'s
+    own storage when it already is (the C++ KJT then borrows it, no copy),
+    else a converted copy."""
     if not isinstance(t, torch.Tensor):
         t = torch.as_tensor(t)
     if t.dim() != 1:
         raise _invalid("%s must be 1-D, got shape %s" % (what, tuple(t.shape)))
     if dtype == torch.int64 and (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool):
         raise _invalid("%s must be integers, got %s" % (what, t.dtype))
-    return dlpack.to_dlpack(t.detach().to("cpu", dtype).contiguous())
+    return t.detach().to("cpu", dtype).contiguous()
 
 
 class KeyedJaggedTensor:
@@ -81,13 +84,24 @@ class KeyedJaggedTensor:
         return self._weights
 
     def impl(self):
-        """The C++ KeyedJaggedTensor (checked and built once)."""
+        """The C++ KeyedJaggedTensor (checked and built once). It borrows the
+        ids and weights through DLPack: no copy when they are CPU int64 and
+        float32 and contiguous, and then they must not be changed in place
+        while a lookup on them awaits its backward (_versions() tells)."""
         if self._impl is None:
-            weights = None if self._weights is None else _capsule(self._weights, torch.float32, "weights")
+            self._shared = [_exported(self._values, torch.int64, "values")]
+            if self._weights is not None:
+                self._shared.append(_exported(self._weights, torch.float32, "weights"))
+            weights = None if self._weights is None else dlpack.to_dlpack(self._shared[1])
             self._impl = _shardrec.KeyedJaggedTensorImpl(
-                self._keys, _capsule(self._values, torch.int64, "values"),
-                _capsule(self._lengths, torch.int64, "lengths"), weights, self._stride_per_key)
+                self._keys, dlpack.to_dlpack(self._shared[0]),
+                dlpack.to_dlpack(_exported(self._lengths, torch.int64, "lengths")), weights, self._stride_per_key)
         return self._impl
+
+    def _versions(self):
+        """In-place changes so far to the tensors the C++ KJT borrows."""
+        self.impl()
+        return [t._version for t in self._shared]
 
     def __repr__(self):
         return "KeyedJaggedTensor(keys=%s, values=%d ids%s)" % (

@@ -89,6 +89,7 @@ class _FusedLookup(torch.autograd.Function):
         ctx.lookup = module._lookups  # which lookup this is (a sharded backward needs the last)
         ctx.features = getattr(module, "_last_lengths", None)  # sequence outputs: their features
         ctx.stepped = False
+        ctx.versions = kjt._versions()
         return tuple(outputs)
 
     @staticmethod
@@ -98,6 +99,11 @@ class _FusedLookup(torch.autograd.Function):
                                   "backward through the same lookup twice (retain_graph): the fused optimizer "
                                   "already stepped for it")
         ctx.stepped = True
+        if ctx.kjt._versions() != ctx.versions:
+            raise shardrec._error(shardrec.Error, "FAILED_PRECONDITION",
+                                  "the KeyedJaggedTensor's ids or weights were changed in place after the forward "
+                                  "(it shares their memory); the backward would update other rows. Change a copy, "
+                                  "or build a new KeyedJaggedTensor")
         grads = [torch.zeros(s) if g is None else g for g, s in zip(grads, ctx.shapes)]
         ctx.module._step(ctx.kjt, [g.detach().to("cpu", torch.float32).contiguous() for g in grads], ctx)
         return None, None, None

@@ -10,6 +10,7 @@
 #include <pybind11/stl/filesystem.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -34,25 +35,30 @@ namespace py = pybind11;
 namespace shardrec::python {
 namespace {
 
+// A 1-D tensor's elements borrowed, not copied: the array keeps the tensor
+// (and through DLPack the framework's storage) alive for as long as any KJT
+// built on it lives.
 template <class T>
-std::vector<T> CopyOut(const Tensor& t, DLDataType want, const char* dtype_name, const std::string& what) {
+SharedArray<T> BorrowOut(Tensor t, DLDataType want, const char* dtype_name, const std::string& what) {
   if (t.dtype().code != want.code || t.dtype().bits != want.bits || t.dtype().lanes != 1) {
     throw StatusError(InvalidArgumentError(what + " must be " + dtype_name));
   }
   if (t.ndim() != 1) throw StatusError(InvalidArgumentError(what + " must be 1-D, got " + std::to_string(t.ndim()) + "-D"));
-  const T* p = t.data<T>();
-  return std::vector<T>(p, p + t.numel());
+  const auto n = static_cast<size_t>(t.numel());
+  auto owner = std::make_shared<const Tensor>(std::move(t));
+  return SharedArray<T>::Borrow(owner->data<T>(), n, owner);
 }
 
 // KeyedJaggedTensor from 1-D tensors: int64 values and lengths, optional
-// float32 weights (the ids are copied into the C++ KJT's own arrays).
+// float32 weights. The ids and weights are borrowed (no copy); the lengths
+// are read into the KJT's own offsets.
 KeyedJaggedTensor MakeKjt(std::vector<std::string> keys, const py::capsule& values, const py::capsule& lengths,
                           const std::optional<py::capsule>& weights, std::vector<int64_t> stride_per_key) {
-  std::vector<int64_t> v = CopyOut<int64_t>(TensorFromCapsule(values, "values"), dtype::kInt64, "int64", "values");
+  SharedArray<int64_t> v = BorrowOut<int64_t>(TensorFromCapsule(values, "values"), dtype::kInt64, "int64", "values");
   std::vector<int64_t> l =
-      CopyOut<int64_t>(TensorFromCapsule(lengths, "lengths"), dtype::kInt64, "int64", "lengths");
-  std::optional<std::vector<float>> w;
-  if (weights) w = CopyOut<float>(TensorFromCapsule(*weights, "weights"), dtype::kFloat32, "float32", "weights");
+      BorrowOut<int64_t>(TensorFromCapsule(lengths, "lengths"), dtype::kInt64, "int64", "lengths").ToVector();
+  std::optional<SharedArray<float>> w;
+  if (weights) w = BorrowOut<float>(TensorFromCapsule(*weights, "weights"), dtype::kFloat32, "float32", "weights");
   py::gil_scoped_release release;
   return Unwrap(KeyedJaggedTensor::FromLengths(std::move(keys), std::move(v), std::move(l), std::move(w),
                                                std::move(stride_per_key)));
@@ -73,7 +79,12 @@ void Bind(py::module_& m) {
 
   py::class_<KeyedJaggedTensor>(m, "KeyedJaggedTensorImpl", "The C++ KeyedJaggedTensor (see shardrec.sparse).")
       .def(py::init(&MakeKjt), py::arg("keys"), py::arg("values"), py::arg("lengths"), py::arg("weights"),
-           py::arg("stride_per_key"));
+           py::arg("stride_per_key"))
+      // Where the C++ KJT's ids live: equal to the values tensor's data_ptr()
+      // when they were borrowed, which tests/python checks.
+      .def_property_readonly("values_address", [](const KeyedJaggedTensor& k) {
+        return reinterpret_cast<std::uintptr_t>(k.values().data());
+      });
 
 }
 

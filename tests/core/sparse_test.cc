@@ -2,6 +2,8 @@
 // layout, validation messages, permute/split/concat/to_dict, regroup.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "fixture_paths.h"
 #include "shardrec/core/io/batch_dir.h"
 #include "shardrec/core/sparse/keyed_jagged_tensor.h"
@@ -38,6 +40,41 @@ TEST(Kjt, FromLengthsEqualsFromOffsets) {
   auto a = KeyedJaggedTensor::FromLengths({"f1", "f2"}, {0, 1, 2, 3, 4, 5, 6, 7}, {2, 0, 1, 1, 1, 3});
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->offsets(), SeedKjt().offsets());
+}
+
+// Ids another runtime owns (a torch tensor through DLPack) are borrowed:
+// the KJT reads them in place and keeps their owner alive; copies share
+// them; what derives a new KJT (permute, replace) owns its own.
+TEST(Kjt, BorrowedIdsAreSharedNotCopied) {
+  auto ids = std::make_shared<V>(V{0, 1, 2, 3, 4, 5, 6, 7});
+  auto w = std::make_shared<std::vector<float>>(8, 0.5f);
+  const std::weak_ptr<V> watch = ids;
+  const int64_t* where = ids->data();
+  auto kjt = KeyedJaggedTensor::FromOffsets({"f1", "f2"}, SharedArray<int64_t>::Borrow(ids->data(), ids->size(), ids),
+                                            {0, 2, 2, 3, 4, 5, 8},
+                                            SharedArray<float>::Borrow(w->data(), w->size(), w))
+                 .value();
+  ids.reset();
+  w.reset();
+  ASSERT_FALSE(watch.expired()) << "the KJT must keep the ids' owner alive";
+  EXPECT_EQ(kjt.values().data(), where);
+  EXPECT_TRUE(kjt.values().borrowed());
+  EXPECT_TRUE(kjt.weights()->borrowed());
+  EXPECT_EQ(kjt.values(), (V{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(kjt.offsets(), SeedKjt().offsets());
+
+  KeyedJaggedTensor copy = kjt;
+  EXPECT_EQ(copy.values().data(), where) << "copies share the ids";
+  auto permuted = kjt.Permute({1, 0}).value();
+  EXPECT_FALSE(permuted.values().borrowed());
+  EXPECT_EQ(permuted.values(), (V{3, 4, 5, 6, 7, 0, 1, 2}));
+  ASSERT_TRUE(copy.ReplaceValues(V{7, 6, 5, 4, 3, 2, 1, 0}).ok());
+  EXPECT_FALSE(copy.values().borrowed());
+  EXPECT_EQ(kjt.values(), (V{0, 1, 2, 3, 4, 5, 6, 7})) << "replacing a copy's ids leaves the original's";
+  EXPECT_EQ(kjt.Feature(1).values.data<int64_t>()[4], 7);
+
+  kjt = KeyedJaggedTensor();
+  EXPECT_TRUE(watch.expired()) << "the last KJT sharing the ids releases their owner";
 }
 
 // Hostile sizes are refused, not overflowed (UBSan flagged the sums; the

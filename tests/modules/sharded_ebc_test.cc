@@ -314,7 +314,7 @@ TEST_P(ShardedEbc, RefusesWhatNoTableServesAndMissingWeights) {
     EXPECT_NE(out.status().message().find("is weighted but the input has no weights"), std::string::npos);
     EXPECT_FALSE(sebc->Backward(Tensor::Zeros(dtype::kFloat32, {2, 38}), 1).ok());  // no Forward yet
     // An id outside its table (fatal bounds check) names feature, sample and table.
-    std::vector<int64_t> values = good.values();
+    std::vector<int64_t> values = good.values().ToVector();
     values[0] = 1000;
     out = sebc->Forward(KeyedJaggedTensor::FromLengths(good.keys(), values, good.lengths(), *good.weights()).value());
     ASSERT_FALSE(out.ok());

@@ -204,6 +204,50 @@ class EbcMatchesTorch(unittest.TestCase):
         torch.testing.assert_close(out[0, :8], w[3] + w[4])
         torch.testing.assert_close(out[1, :8], torch.zeros(8))
 
+    def test_ids_are_borrowed_not_copied(self):
+        """int64 CPU ids and float32 weights cross by DLPack without a copy:
+        the C++ KJT reads the tensor's own memory. Other dtypes are
+        converted once (a copy the C++ side then owns)."""
+        lengths, values, weights = random_batch(torch.Generator().manual_seed(7), weighted=True)
+        kjt = shardrec.KeyedJaggedTensor(["f0", "f1"], values, lengths=lengths, weights=weights)
+        self.assertEqual(kjt.impl().values_address, values.data_ptr())
+        converted = shardrec.KeyedJaggedTensor(["f0", "f1"], values.to(torch.int32), lengths=lengths)
+        self.assertNotEqual(converted.impl().values_address, values.data_ptr())
+        # The borrowed ids stay valid after the caller drops its tensors.
+        ebc = srt.EmbeddingBagCollection([dict(t, pooling="sum") for t in TABLES], is_weighted=True, init_seed=3)
+        with torch.no_grad():
+            expected = ebc(kjt).values()
+            # Only the C++ KJT holds the ids now; new tensors would reuse
+            # their memory if it had been freed.
+            values_copy = values.clone()
+            del values, weights
+            kjt._values = kjt._weights = None
+            kjt._shared = []
+            scribble = [torch.full_like(values_copy, 10 ** 6) for _ in range(4)]
+            torch.testing.assert_close(ebc(kjt).values(), expected)
+            del scribble
+
+    def test_ids_changed_in_place_before_backward_are_refused(self):
+        """The C++ KJT shares the ids' memory, so an in-place change between
+        forward and backward would send gradients to other rows: refused
+        (as autograd refuses a saved tensor changed in place), nothing
+        applied."""
+        ebc = srt.EmbeddingBagCollection(TABLES, optimizer="sgd,lr=0.5", init_seed=4)
+        lengths, values, _ = random_batch(torch.Generator().manual_seed(8))
+        kjt = shardrec.KeyedJaggedTensor(["f0", "f1"], values, lengths=lengths)
+        before = {k: v.clone() for k, v in ebc.state_dict().items()}
+        out = ebc(kjt).values()
+        values[0] = (values[0] + 1) % 25
+        with self.assertRaisesRegex(shardrec.Error, "changed in place after the forward") as e:
+            out.sum().backward()
+        self.assertEqual(e.exception.code, "FAILED_PRECONDITION")
+        for k, v in ebc.state_dict().items():
+            torch.testing.assert_close(v, before[k])
+        # A fresh forward on the changed ids trains as usual.
+        ebc(kjt).values().sum().backward()
+        self.assertFalse(torch.equal(ebc.state_dict()["embedding_bags.t0.weight"],
+                                     before["embedding_bags.t0.weight"]))
+
     def test_a_broken_plugin_is_a_warning(self):
         with tempfile.TemporaryDirectory() as d:
             os.chmod(d, 0o755)

@@ -65,14 +65,14 @@ StatusOr<KeyedJaggedTensor> KjtAllToAll(const ProcessGroup& group, const KeyedJa
   }
   const int64_t total_len = std::accumulate(len_recv.begin(), len_recv.end(), int64_t{0});
   const int64_t total_ids = std::accumulate(ids_recv.begin(), ids_recv.end(), int64_t{0});
-  Tensor lengths_in = Tensor::FromVector(input.lengths()), ids_in = Tensor::FromVector(input.values());
+  Tensor lengths_in = Tensor::FromVector(input.lengths()), ids_in = Tensor::FromVector(input.values().ToVector());
   Tensor lengths_out = Tensor::Empty(dtype::kInt64, {total_len}), ids_out = Tensor::Empty(dtype::kInt64, {total_ids});
   SR_ASSIGN_OR_RETURN(CommRequest r1, group.PostAllToAllV(lengths_in, len_send, &lengths_out, len_recv));
   SR_ASSIGN_OR_RETURN(CommRequest r2, group.PostAllToAllV(ids_in, ids_send, &ids_out, ids_recv));
   Tensor weights_in, weights_out;
   std::optional<CommRequest> r3;
   if (weighted) {
-    weights_in = Tensor::FromVector(*input.weights());
+    weights_in = Tensor::FromVector(input.weights()->ToVector());
     weights_out = Tensor::Empty(dtype::kFloat32, {total_ids});
     SR_ASSIGN_OR_RETURN(CommRequest r, group.PostAllToAllV(weights_in, ids_send, &weights_out, ids_recv));
     r3.emplace(std::move(r));

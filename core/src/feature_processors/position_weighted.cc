@@ -34,7 +34,7 @@ std::vector<dense::Parameter*> PositionWeightedModule::Parameters() {
 StatusOr<KeyedJaggedTensor> PositionWeightedModule::Forward(const KeyedJaggedTensor& input) {
   forwarded_ = false;
   const size_t n = input.values().size();
-  std::vector<float> weights = input.has_weights() ? *input.weights() : std::vector<float>(n, 1.0f);
+  std::vector<float> weights = input.has_weights() ? input.weights()->ToVector() : std::vector<float>(n, 1.0f);
   param_of_.assign(n, -1);
   position_of_.assign(n, 0);
   sample_of_.assign(n, 0);
@@ -65,7 +65,7 @@ StatusOr<KeyedJaggedTensor> PositionWeightedModule::Forward(const KeyedJaggedTen
     }
   }
   forwarded_ = true;
-  std::vector<int64_t> values = input.values(), lengths = input.lengths();
+  std::vector<int64_t> values = input.values().ToVector(), lengths = input.lengths();
   std::vector<int64_t> stride_per_key = input.variable_stride_per_key() ? strides : std::vector<int64_t>{};
   return KeyedJaggedTensor::FromLengths(input.keys(), std::move(values), std::move(lengths), std::move(weights),
                                         std::move(stride_per_key));

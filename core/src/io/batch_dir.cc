@@ -74,8 +74,8 @@ Status WriteKjtDir(const fs::path& dir, const KeyedJaggedTensor& kjt) {
   SR_RETURN_IF_ERROR(MakeDir(dir));
   SR_RETURN_IF_ERROR(WriteKeysFile(dir / "keys.txt", kjt.keys()));
   SR_RETURN_IF_ERROR(WriteNpy(dir / "lengths.npy", Tensor::FromVector(kjt.lengths())));
-  SR_RETURN_IF_ERROR(WriteNpy(dir / "values.npy", Tensor::FromVector(kjt.values())));
-  if (kjt.weights()) SR_RETURN_IF_ERROR(WriteNpy(dir / "weights.npy", Tensor::FromVector(*kjt.weights())));
+  SR_RETURN_IF_ERROR(WriteNpy(dir / "values.npy", Tensor::FromVector(kjt.values().ToVector())));
+  if (kjt.weights()) SR_RETURN_IF_ERROR(WriteNpy(dir / "weights.npy", Tensor::FromVector(kjt.weights()->ToVector())));
   if (kjt.variable_stride_per_key()) {
     SR_RETURN_IF_ERROR(WriteNpy(dir / "stride_per_key.npy", Tensor::FromVector(kjt.stride_per_key())));
   }

@@ -110,7 +110,7 @@ Status ShardedManagedCollisionCollection::RemapReceived(DistributedInput& in, bo
   for (const Fused& f : fused_) modules.push_back(&modules_[f.module]);
   bool due = false;
   SR_RETURN_IF_ERROR(mc::StageTogether(modules, ids, training, *group, &due));
-  std::vector<int64_t> values = received.values(), rows;
+  std::vector<int64_t> values = received.values().ToVector(), rows;
   for (size_t m = 0; m < fused_.size(); ++m) {
     const Fused& f = fused_[m];
     rows.resize(ids[m].size());

@@ -109,7 +109,7 @@ StatusOr<ManagedCollisionCollection> ManagedCollisionCollection::Create(const Pl
 }
 
 StatusOr<KeyedJaggedTensor> ManagedCollisionCollection::Forward(const KeyedJaggedTensor& input, bool training) {
-  std::vector<int64_t> values = input.values();
+  std::vector<int64_t> values = input.values().ToVector();
   std::vector<std::vector<int64_t>> ids(managed_.size());
   std::vector<std::vector<std::pair<int64_t, int64_t>>> ranges(managed_.size());
   for (size_t m = 0; m < managed_.size(); ++m) {
@@ -242,7 +242,7 @@ StatusOr<KeyedJaggedTensor> ShardedManagedCollisionCollection::Forward(const Key
   if (managed_.empty()) return input;  // nothing managed: no collectives
   SR_ASSIGN_OR_RETURN(const ProcessGroup* group, GroupFor(via));
   const size_t world = static_cast<size_t>(group->world_size()), tables = managed_.size();
-  std::vector<int64_t> values = input.values();
+  std::vector<int64_t> values = input.values().ToVector();
   std::vector<std::vector<std::pair<int64_t, int64_t>>> ranges(tables);
   std::vector<std::vector<int64_t>> ids(tables), dest(tables);
   // Counts per (destination, table), destination-major: the send layout.

@@ -347,7 +347,7 @@ StatusOr<EmbeddingTables::LookupBuffers> EmbeddingTables::PrepareLookup(const Ke
   }
   if (any_weighted) {
     // Features of unweighted tables get weight 1 (the kernel takes one array).
-    b.weights = *kjt.weights();
+    b.weights = kjt.weights()->ToVector();
     const auto offsets = kjt.offset_per_key();
     for (size_t f = 0; f < num_features; ++f) {
       const auto& config = configs_[static_cast<size_t>(features_[f].table)];
@@ -403,7 +403,7 @@ StatusOr<const KeyedJaggedTensor*> EmbeddingTables::ToSlots(const KeyedJaggedTen
     return &*c.last_slots;  // the batch of the last forward: its slots still hold its rows
   }
   c.last_slots.reset();
-  std::vector<int64_t> values = features.values();
+  std::vector<int64_t> values = features.values().ToVector();
   const auto offsets = features.offset_per_key();
   for (size_t t = 0; t < c.tables.size(); ++t) {
     if (!c.tables[t]) continue;
@@ -436,7 +436,7 @@ StatusOr<const KeyedJaggedTensor*> EmbeddingTables::ToSlots(const KeyedJaggedTen
   std::optional<KeyedJaggedTensor>& out = forward ? c.last_slots : c.found;
   out = features;
   SR_RETURN_IF_ERROR(out->ReplaceValues(std::move(values)));
-  if (forward) c.last_ids = features.values();
+  if (forward) c.last_ids = features.values().ToVector();  // a snapshot: borrowed ids may change
   return &*out;
 }
 

@@ -11,9 +11,9 @@
 namespace shardrec {
 
 StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::Build(std::vector<std::string> keys,
-                                                     std::vector<int64_t> values,
+                                                     SharedArray<int64_t> values,
                                                      std::vector<int64_t> lengths,
-                                                     std::optional<std::vector<float>> weights,
+                                                     std::optional<SharedArray<float>> weights,
                                                      std::vector<int64_t> stride_per_key,
                                                      bool allow_repeated_keys) {
   const size_t num_keys = keys.size();
@@ -98,18 +98,18 @@ StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::Build(std::vector<std::string> ke
 }
 
 StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::FromLengths(std::vector<std::string> keys,
-                                                           std::vector<int64_t> values,
+                                                           SharedArray<int64_t> values,
                                                            std::vector<int64_t> lengths,
-                                                           std::optional<std::vector<float>> weights,
+                                                           std::optional<SharedArray<float>> weights,
                                                            std::vector<int64_t> stride_per_key) {
   return Build(std::move(keys), std::move(values), std::move(lengths), std::move(weights),
                std::move(stride_per_key));
 }
 
 StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::FromOffsets(std::vector<std::string> keys,
-                                                           std::vector<int64_t> values,
+                                                           SharedArray<int64_t> values,
                                                            const std::vector<int64_t>& offsets,
-                                                           std::optional<std::vector<float>> weights,
+                                                           std::optional<SharedArray<float>> weights,
                                                            std::vector<int64_t> stride_per_key) {
   if (offsets.empty()) return InvalidArgumentError("KJT: offsets are empty (need at least [0])");
   if (offsets.front() != 0) {
@@ -125,7 +125,7 @@ int64_t KeyedJaggedTensor::stride() const {
   return stride_per_key_.empty() ? 0 : *std::max_element(stride_per_key_.begin(), stride_per_key_.end());
 }
 
-Status KeyedJaggedTensor::ReplaceValues(std::vector<int64_t> values) {
+Status KeyedJaggedTensor::ReplaceValues(SharedArray<int64_t> values) {
   if (values.size() != values_.size()) {
     return InvalidArgumentError("KeyedJaggedTensor: " + std::to_string(values.size()) + " values replace " +
                                 std::to_string(values_.size()));
@@ -214,8 +214,8 @@ StatusOr<std::vector<KeyedJaggedTensor>> KeyedJaggedTensor::Split(const std::vec
 }
 
 StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::FromLengthsWithRepeatedKeys(
-    std::vector<std::string> keys, std::vector<int64_t> values, std::vector<int64_t> lengths,
-    std::optional<std::vector<float>> weights, std::vector<int64_t> stride_per_key) {
+    std::vector<std::string> keys, SharedArray<int64_t> values, std::vector<int64_t> lengths,
+    std::optional<SharedArray<float>> weights, std::vector<int64_t> stride_per_key) {
   return Build(std::move(keys), std::move(values), std::move(lengths), std::move(weights), std::move(stride_per_key),
                /*allow_repeated_keys=*/true);
 }

@@ -9,7 +9,8 @@
 //   f1: [0,1] [] [2]      f2: [3] [4] [5,6,7]
 //
 // A KJT is immutable once built; every factory validates it and names the
-// offending key and sample. Copies are deep (plain vectors).
+// offending key and sample. The ids and weights are SharedArrays: a KJT over
+// a framework's tensors borrows them (no copy), and copies of a KJT share them.
 #pragma once
 
 #include <map>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "shardrec/core/sparse/jagged_tensor.h"
+#include "shardrec/core/sparse/shared_array.h"
 #include "shardrec/core/status.h"
 
 namespace shardrec {
@@ -27,22 +29,22 @@ class KeyedJaggedTensor {
   // From one length per (key, sample). stride_per_key empty: every key has
   // lengths.size() / keys.size() samples (which must divide evenly).
   static StatusOr<KeyedJaggedTensor> FromLengths(std::vector<std::string> keys,
-                                                 std::vector<int64_t> values,
+                                                 SharedArray<int64_t> values,
                                                  std::vector<int64_t> lengths,
-                                                 std::optional<std::vector<float>> weights = {},
+                                                 std::optional<SharedArray<float>> weights = {},
                                                  std::vector<int64_t> stride_per_key = {});
   // As FromLengths, but a key may appear more than once: the bucket-major
   // layout of a row-wise input dist repeats every key once per bucket.
   static StatusOr<KeyedJaggedTensor> FromLengthsWithRepeatedKeys(std::vector<std::string> keys,
-                                                                 std::vector<int64_t> values,
+                                                                 SharedArray<int64_t> values,
                                                                  std::vector<int64_t> lengths,
-                                                                 std::optional<std::vector<float>> weights = {},
+                                                                 std::optional<SharedArray<float>> weights = {},
                                                                  std::vector<int64_t> stride_per_key = {});
   // From offsets = [0, cumsum(lengths)] (one more entry than lengths).
   static StatusOr<KeyedJaggedTensor> FromOffsets(std::vector<std::string> keys,
-                                                 std::vector<int64_t> values,
+                                                 SharedArray<int64_t> values,
                                                  const std::vector<int64_t>& offsets,
-                                                 std::optional<std::vector<float>> weights = {},
+                                                 std::optional<SharedArray<float>> weights = {},
                                                  std::vector<int64_t> stride_per_key = {});
   // From per-key jagged tensors, in the order of `keys` (each must be present).
   static StatusOr<KeyedJaggedTensor> FromDict(const std::vector<std::string>& keys,
@@ -54,10 +56,10 @@ class KeyedJaggedTensor {
   static StatusOr<KeyedJaggedTensor> ConcatSamples(const std::vector<KeyedJaggedTensor>& kjts);
 
   const std::vector<std::string>& keys() const { return keys_; }
-  const std::vector<int64_t>& values() const { return values_; }
+  const SharedArray<int64_t>& values() const { return values_; }
   const std::vector<int64_t>& lengths() const { return lengths_; }
   const std::vector<int64_t>& offsets() const { return offsets_; }
-  const std::optional<std::vector<float>>& weights() const { return weights_; }
+  const std::optional<SharedArray<float>>& weights() const { return weights_; }
   bool has_weights() const { return weights_.has_value(); }
   int num_keys() const { return static_cast<int>(keys_.size()); }
 
@@ -69,7 +71,7 @@ class KeyedJaggedTensor {
   int KeyIndex(const std::string& key) const;
   // The same keys, lengths and weights over new values (as many as before):
   // ids rewritten in place, e.g. remapped to rows.
-  Status ReplaceValues(std::vector<int64_t> values);
+  Status ReplaceValues(SharedArray<int64_t> values);
   // Bags before key k, and ids per key / before key k (TorchRec's
   // length_per_key / offset_per_key count values, not samples).
   int64_t BagOffset(int k) const { return bag_offset_per_key_[static_cast<size_t>(k)]; }
@@ -95,17 +97,17 @@ class KeyedJaggedTensor {
   KeyedJaggedTensor() = default;
 
  private:
-  static StatusOr<KeyedJaggedTensor> Build(std::vector<std::string> keys, std::vector<int64_t> values,
+  static StatusOr<KeyedJaggedTensor> Build(std::vector<std::string> keys, SharedArray<int64_t> values,
                                            std::vector<int64_t> lengths,
-                                           std::optional<std::vector<float>> weights,
+                                           std::optional<SharedArray<float>> weights,
                                            std::vector<int64_t> stride_per_key,
                                            bool allow_repeated_keys = false);
 
   std::vector<std::string> keys_;
-  std::vector<int64_t> values_;
+  SharedArray<int64_t> values_;
   std::vector<int64_t> lengths_;
   std::vector<int64_t> offsets_{0};
-  std::optional<std::vector<float>> weights_;
+  std::optional<SharedArray<float>> weights_;
   std::vector<int64_t> stride_per_key_;
   std::vector<int64_t> bag_offset_per_key_{0};  // [F + 1]
   bool variable_stride_ = false;
