@@ -6,7 +6,8 @@
 # need (not libnccl or the driver) into BUNDLE (a .tar.xz). There: 
 # scripts/gpu_checks.sh BUNDLE OUT_DIR runs the CUDA kernel's and NCCL backend's
 # GoogleTests, the host's CUDA command-line test, compute-sanitizer's memcheck
-# over the kernel's on-GPU tests, and `bench kernel --kernel cuda` beside
+# over the kernel's on-GPU tests, and `bench kernel --kernel cuda` (fp32
+# training, and the forward over INT8/INT4/INT2 quantized rows) beside
 # PyTorch's EmbeddingBag (scripts/torch_embedding_bag_peer.py), writing a log
 # of each to OUT_DIR. Every step has its own time limit; the script goes on
 # past a failing step and exits non-zero if any failed.
@@ -59,6 +60,7 @@ args=(--rows 1000000 --dim 128 --batch 16384 --pooling 20)
 step bench_cuda_sgd 60 "$b/bin/shardrec" bench kernel --kernel cuda "${args[@]}" --optimizer sgd --reps 3
 step bench_cuda_rowwise 60 "$b/bin/shardrec" bench kernel --kernel cuda "${args[@]}" --reps 3
 step bench_cuda_zipf 60 "$b/bin/shardrec" bench kernel --kernel cuda "${args[@]}" --ids zipf:1.05 --reps 3
+step bench_cuda_quantized 90 "$b/bin/shardrec" bench kernel --kernel cuda "${args[@]}" --optimizer none --quantized int8,int4,int2 --reps 3
 step torch_peer 60 python3 "$here/scripts/torch_embedding_bag_peer.py" "${args[@]}"
 echo "failed steps: ${failed[*]:-none}"
 [ ${#failed[@]} -eq 0 ]

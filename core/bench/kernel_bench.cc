@@ -9,6 +9,8 @@
 
 #include "bench_memory.h"
 #include "gather_probe.h"
+#include "shardrec/abi/kernel.h"
+#include "shardrec/sdk/quantized_rows.hpp"
 #include "shardrec/core/device/cuda_runtime.h"
 #include "shardrec/core/tensor/tensor.h"
 
@@ -103,7 +105,7 @@ StatusOr<KernelBenchResult> RunKernelBench(const ComponentRef& ref, const Kernel
 
   const int32_t zero32 = 0, pooling = 0;
   const int64_t zero64 = 0;
-  auto run = [&](const IdBatch& b, bool backward) -> StatusOr<double> {
+  auto run_on = [&](const Kernel& k, const IdBatch& b, bool backward) -> StatusOr<double> {
     const BenchMemory::Batch& m = memory.batch(b);
     const int64_t bag_offsets[2] = {0, c.batch};
     sr_kernel_lookup_args lookup{};
@@ -127,17 +129,18 @@ StatusOr<KernelBenchResult> RunKernelBench(const ComponentRef& ref, const Kernel
       a.grad_output = &memory.grad();
       a.iteration = 1;
       a.learning_rate = std::numeric_limits<double>::quiet_NaN();
-      SR_RETURN_IF_ERROR(kernel.Backward(a));
+      SR_RETURN_IF_ERROR(k.Backward(a));
     } else {
       sr_kernel_forward_args a{};
       a.struct_size = SR_STRUCT_SIZE(sr_kernel_forward_args, output);
       a.lookup = &lookup;
       a.output = &memory.output();
-      SR_RETURN_IF_ERROR(kernel.Forward(a));
+      SR_RETURN_IF_ERROR(k.Forward(a));
     }
     SR_RETURN_IF_ERROR(memory.Wait());
     return Since(start);
   };
+  auto run = [&](const IdBatch& b, bool backward) { return run_on(kernel, b, backward); };
   say("kernel forward");
   for (const auto& b : batches) SR_RETURN_IF_ERROR(run(b, false).status());  // warm-up
   SR_ASSIGN_OR_RETURN(result.forward, Measure(batches, c, [&](const IdBatch& b) { return run(b, false); }));
@@ -145,6 +148,19 @@ StatusOr<KernelBenchResult> RunKernelBench(const ComponentRef& ref, const Kernel
   if (result.has_backward) {
     say("kernel backward + optimizer");
     SR_ASSIGN_OR_RETURN(result.backward, Measure(batches, c, [&](const IdBatch& b) { return run(b, true); }));
+  }
+  for (const int32_t q : c.quantized) {
+    const auto rq = static_cast<sdk::RowQuantization>(q);
+    KernelBenchResult::Quantized r{sdk::QuantName(rq), {}, static_cast<double>(sdk::QuantRowBytes(rq, c.dim))};
+    say(fmt::format("kernel forward, {} rows ({} bytes each)", r.name, sdk::QuantRowBytes(rq, c.dim)));
+    sr_kernel_table qt = table;
+    qt.struct_size = SR_STRUCT_SIZE(sr_kernel_table, row_quantization);
+    qt.weight_dtype = DLDataType{kDLUInt, 8, 1};
+    qt.row_quantization = q;
+    SR_ASSIGN_OR_RETURN(Kernel quantized, Kernel::Create(ref, {qt}, SR_OPTIMIZER_NONE, {}, c.kernel_options, device));
+    for (const auto& b : batches) SR_RETURN_IF_ERROR(run_on(quantized, b, false).status());  // warm-up
+    SR_ASSIGN_OR_RETURN(r.forward, Measure(batches, c, [&](const IdBatch& b) { return run_on(quantized, b, false); }));
+    result.quantized.push_back(std::move(r));
   }
   return result;
 }

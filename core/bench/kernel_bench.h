@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "id_batches.h"
 #include "shardrec/core/plugin_objects.h"
@@ -30,6 +31,9 @@ struct KernelBenchConfig {
   double min_time = 0.5;      // seconds per measurement
   int reps = 5;
   int batches = 16;           // distinct id batches cycled
+  // SR_ROW_QUANT_*: the forward again over the same table quantized (row
+  // by row from the same initial weights), same ids, after the main one.
+  std::vector<int32_t> quantized;
 };
 
 struct Rate {
@@ -44,6 +48,12 @@ struct KernelBenchResult {
   double row_bytes = 0;
   double init_seconds = 0;
   bool has_backward = false;
+  struct Quantized {
+    std::string name;  // "int8_rowwise", ...
+    Rate forward;
+    double row_bytes = 0;
+  };
+  std::vector<Quantized> quantized;  // one per config.quantized, in order
 };
 
 // `progress` gets one line per phase (may be empty).

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "device/device_staging.h"
+#include "shardrec/core/tensor/tensor.h"
 #include "shardrec/sdk/dtype.hpp"
 #include "shardrec/sdk/optimizer.hpp"
 
@@ -218,10 +219,12 @@ StatusOr<Kernel> Kernel::Create(const ComponentRef& ref, const sr_kernel_create_
 
 StatusOr<sr_kernel_table_info> Kernel::TableInfo(int32_t table) const {
   sr_kernel_table_info info{};
-  info.struct_size = SR_STRUCT_SIZE(sr_kernel_table_info, bytes);
+  info.struct_size = SR_STRUCT_SIZE(sr_kernel_table_info, row_quantization);
   SR_RETURN_IF_ERROR(Call("get_table_info", [&] {
     return vtable().get_table_info(handle(), table, &info);
   }));
+  // A 1.0-1.3 kernel leaves the 1.4 fields zero: its rows are dim elements.
+  if (info.row_bytes == 0) info.row_bytes = info.dim * static_cast<int64_t>(DTypeSize(info.weight_dtype));
   return info;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "kernel_bench.h"
+#include "shardrec/abi/kernel.h"
 #include "shardrec/core/modules/embedding_config.h"
 #include "shardrec/core/modules/optimizer_spec.h"
 
@@ -29,7 +31,7 @@ bool DeclaresOption(const ComponentRef& ref, const std::string& option) {
 int RunBenchKernel(const std::vector<std::string>& args) {
   GlobalOptions g;
   bench::KernelBenchConfig c;
-  std::string kernel_name = "cpu", ids = "uniform", dtype = "fp32", optimizer = "rowwise_adagrad";
+  std::string kernel_name = "cpu", ids = "uniform", dtype = "fp32", optimizer = "rowwise_adagrad", quantized;
   po::options_description desc("bench kernel options");
   AddGlobalOptions(desc, &g);
   desc.add_options()
@@ -45,6 +47,9 @@ int RunBenchKernel(const std::vector<std::string>& args) {
        "[,lr=...,eps=...]")
       ("threads", po::value(&c.threads)->default_value(0), "threads for the probe and the kernel (0: all cores)")
       ("weighted", po::bool_switch(&c.weighted), "per-id weights")
+      ("quantized", po::value(&quantized),
+       "also time the forward over the same table quantized row-wise, e.g. int8,int4,int2 (inference "
+       "tables; the ratio is to the --dtype forward)")
       ("min-time", DoubleValue(&c.min_time), "seconds per measurement")
       ("reps", po::value(&c.reps)->default_value(c.reps), "measurements (best and median are reported)");
   po::variables_map vm;
@@ -56,7 +61,8 @@ int RunBenchKernel(const std::vector<std::string>& args) {
              "software prefetch); for a GPU kernel (--kernel cuda) a device-to-device copy, with the\n"
              "batches uploaded to the GPU once. Prints lookups/s, GB/s of row bytes, forward / probe and\n"
              "backward / probe (in lookups/s).\n\n"
-             "  shardrec bench kernel --kernel cuda --rows 1000000 --dim 128 --batch 16384 --pooling 20")) {
+             "  shardrec bench kernel --kernel cuda --rows 1000000 --dim 128 --batch 16384 --pooling 20\n"
+             "  shardrec bench kernel --optimizer none --quantized int8,int4   # quantized vs fp32 forward")) {
     return code;
   }
   auto fail = [](const std::string& m) {
@@ -77,6 +83,21 @@ int RunBenchKernel(const std::vector<std::string>& args) {
   if (!spec.ok()) return fail("--optimizer: " + spec.status().message());
   c.optimizer = spec->optimizer;
   c.optimizer_params = spec->params;
+  if (!quantized.empty()) {
+    std::stringstream list(quantized);
+    for (std::string item; std::getline(list, item, ',');) {
+      if (item == "int8") {
+        c.quantized.push_back(SR_ROW_QUANT_INT8);
+      } else if (item == "int4") {
+        c.quantized.push_back(SR_ROW_QUANT_INT4);
+      } else if (item == "int2") {
+        c.quantized.push_back(SR_ROW_QUANT_INT2);
+      } else {
+        std::cerr << "shardrec bench kernel: --quantized: unknown '" << item << "' (expected int8, int4, int2)\n";
+        return kExitUsage;
+      }
+    }
+  }
 
   HostSession session;
   if (!OpenSession("bench kernel", g, {SR_KIND_KERNEL}, &session)) return kExitUsage;
@@ -128,6 +149,12 @@ int RunBenchKernel(const std::vector<std::string>& args) {
       j["backward_gb_per_s"] = r.backward.best * gb;
       j["backward_over_probe"] = bwd_ratio;
     }
+    for (const auto& q : r.quantized) {
+      j["quantized"][q.name] = {{"forward_mlookups_per_s", {{"best", q.forward.best / 1e6}, {"median", q.forward.median / 1e6}}},
+                                {"row_bytes", q.row_bytes},
+                                {"forward_gb_per_s", q.forward.best * q.row_bytes / 1e9},
+                                {"over_forward", q.forward.best / r.forward.best}};
+    }
     std::cout << j.dump() << "\n";
   } else {
     std::printf("kernel '%s', %lld x %lld %s, batch %lld x %lld ids (%s), %d thread(s)%s\n", kernel_name.c_str(),
@@ -142,6 +169,11 @@ int RunBenchKernel(const std::vector<std::string>& args) {
     if (r.has_backward) {
       std::printf("%-28s %12.2f %12.2f %10.2f %10.2f\n", ("backward + " + spec->ToString()).c_str(),
                   r.backward.best / 1e6, r.backward.median / 1e6, r.backward.best * gb, bwd_ratio);
+    }
+    for (const auto& q : r.quantized) {
+      std::printf("%-28s %12.2f %12.2f %10.2f %10s  (%.2fx the %s forward, %.0f-byte rows)\n",
+                  ("forward " + q.name).c_str(), q.forward.best / 1e6, q.forward.median / 1e6,
+                  q.forward.best * q.row_bytes / 1e9, "", q.forward.best / r.forward.best, dtype.c_str(), q.row_bytes);
     }
     std::printf("(table creation and init took %.2f s)\n", r.init_seconds);
   }

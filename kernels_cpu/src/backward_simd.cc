@@ -224,6 +224,7 @@ void UpdateRowsImpl(const SegmentJob& j, int64_t k_begin, int64_t k_end, float* 
     case WeightType::kFloat32: UpdateTyped<WeightType::kFloat32>(j, k_begin, k_end, g); break;
     case WeightType::kFloat16: UpdateTyped<WeightType::kFloat16>(j, k_begin, k_end, g); break;
     case WeightType::kBFloat16: UpdateTyped<WeightType::kBFloat16>(j, k_begin, k_end, g); break;
+    case WeightType::kRowQuantized: break;  // inference only: the optimizer is none, backward refused
   }
 }
 

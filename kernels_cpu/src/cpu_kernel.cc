@@ -26,7 +26,7 @@ constexpr int64_t kInitRowsPerTask = 1024;
 Table MakeTable(const sr_kernel_table& d, size_t index, int32_t optimizer,
                 const OptimizerConfig& config) {
   Table t;
-  static_cast<sdk::KernelTableSpec&>(t) = sdk::CheckKernelTable(d, index, optimizer);
+  static_cast<sdk::KernelTableSpec&>(t) = sdk::CheckKernelTable(d, index, optimizer, /*quantized_rows=*/true);
   t.state_init = sdk::InitialStateValue(config);
   return t;
 }
@@ -102,10 +102,13 @@ void CpuKernel::InitializeRows(const Table& t, const int64_t* rows, int64_t begi
       if (state_bytes > 0) PrefetchForWrite(t.StateRow(next), state_bytes);
     }
     void* row = t.Row(r);
-    // float32 rows are drawn in place; others drawn, then rounded.
+    // float32 rows are drawn in place; others drawn, then rounded (or
+    // quantized whole).
     float* drawn = t.type == WeightType::kFloat32 ? static_cast<float*>(row) : values.data();
     InitialRowWeights(t.init_seed, t.global_row_offset + r, t.global_col_offset, t.dim, t.init_min, t.init_max, drawn);
-    if (t.type != WeightType::kFloat32) {
+    if (t.type == WeightType::kRowQuantized) {
+      sdk::QuantizeRow(t.quantization, values.data(), t.dim, static_cast<uint8_t*>(row));
+    } else if (t.type != WeightType::kFloat32) {
       for (int64_t c = 0; c < t.dim; ++c) StoreElement(row, t.type, c, values[static_cast<size_t>(c)]);
     }
     float* state = t.StateRow(r);
@@ -134,6 +137,10 @@ void CpuKernel::TableInfo(int32_t table, sr_kernel_table_info* out) {
   out->state_dim = t.state_dim;
   out->state_dtype = DLDataType{kDLFloat, 32, 1};
   out->bytes = static_cast<int64_t>(t.weights.bytes() + t.state.bytes());
+  if (SR_HAS_FIELD(out, sr_kernel_table_info, row_quantization)) {
+    out->row_bytes = t.bytes_per_row;
+    out->row_quantization = static_cast<int32_t>(t.quantization);
+  }
 }
 
 void CpuKernel::Forward(const sr_kernel_forward_args& a) {

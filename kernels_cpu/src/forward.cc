@@ -45,6 +45,8 @@ void RunForward(const std::vector<Table>& tables, const Lookup& lookup, float* o
     ForwardJob& j = jobs[f];
     j.table = t.weights.data();
     j.type = t.type;
+    j.quantization = t.quantization;
+    j.row_bytes = t.bytes_per_row;
     j.num_rows = static_cast<uint64_t>(t.num_rows);
     j.dim = t.dim;
     j.offsets = lookup.offsets;

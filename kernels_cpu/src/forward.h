@@ -18,6 +18,8 @@ namespace shardrec::kernel_cpu {
 struct ForwardJob {
   const void* table = nullptr;  // row-major [num_rows, dim] of `type`
   WeightType type = WeightType::kFloat32;
+  sdk::RowQuantization quantization = sdk::RowQuantization::kNone;  // with kRowQuantized
+  int64_t row_bytes = 0;                                            // bytes per stored row
   uint64_t num_rows = 0;
   int64_t dim = 0;
   const int64_t* offsets = nullptr;  // global, [num_bags + 1]
@@ -42,6 +44,8 @@ struct ForwardJob {
 //             out[b - bag_first, 0:D] = mean ? acc / max(len(b), 1) : acc
 //   NONE:   for i in ids(bags): out[i - id_first, 0:D] = valid(r) ? float(W[r]) : 0
 void ForwardBags(const ForwardJob& job, int64_t bag_begin, int64_t bag_end);
+// The same over a row-wise quantized table (forward_quantized_simd.cc).
+void ForwardQuantizedBags(const ForwardJob& job, int64_t bag_begin, int64_t bag_end);
 
 // Runs every feature of `lookup` into `out` (validated) inside `arena`;
 // `jobs` is scratch reused between calls.

@@ -208,6 +208,7 @@ void ForwardBagsImpl(const ForwardJob& j, int64_t bag_begin, int64_t bag_end) {
     case WeightType::kFloat32: Run<WeightType::kFloat32>(j, bag_begin, bag_end); break;
     case WeightType::kFloat16: Run<WeightType::kFloat16>(j, bag_begin, bag_end); break;
     case WeightType::kBFloat16: Run<WeightType::kBFloat16>(j, bag_begin, bag_end); break;
+    case WeightType::kRowQuantized: break;  // ForwardBags sends these to ForwardQuantizedBags
   }
 }
 
@@ -220,6 +221,7 @@ namespace shardrec::kernel_cpu {
 HWY_EXPORT(ForwardBagsImpl);
 
 void ForwardBags(const ForwardJob& job, int64_t bag_begin, int64_t bag_end) {
+  if (job.type == WeightType::kRowQuantized) return ForwardQuantizedBags(job, bag_begin, bag_end);
   HWY_DYNAMIC_DISPATCH(ForwardBagsImpl)(job, bag_begin, bag_end);
 }
 

@@ -9,7 +9,8 @@ namespace {
 namespace sdk = shardrec::sdk;
 
 const char* const kDevices[] = {"cpu"};
-const char* const kWeightDtypes[] = {"float32", "float16", "bfloat16"};
+const char* const kWeightDtypes[] = {"float32",      "float16",      "bfloat16",
+                                     "int8_rowwise", "int4_rowwise", "int2_rowwise"};
 const char* const kOutputDtypes[] = {"float32"};
 const char* const kPoolings[] = {"sum", "mean", "none"};
 const char* const kOptimizers[] = {"none", "sgd", "adagrad", "rowwise_adagrad", "adam"};
@@ -42,7 +43,7 @@ const sr_named_value kAttributes[] = {
 const sr_component kComponents[] = {sdk::Component(
     SR_KIND_KERNEL, "cpu", "1.0",
     "CPU embedding kernels: pooled and sequence forward, backward fused with SGD, Adagrad, "
-    "row-wise Adagrad and Adam (oneTBB + Highway)",
+    "row-wise Adagrad and Adam, INT8/INT4/INT2 row-wise quantized inference tables (oneTBB + Highway)",
     &sdk::KernelVtable<shardrec::kernel_cpu::CpuKernel>(), sdk::List(kAttributes),
     /*priority=*/10)};
 

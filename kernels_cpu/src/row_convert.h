@@ -19,7 +19,10 @@ namespace shardrec::kernel_cpu {
 // float32.
 using WeightType = sdk::WeightDType;
 
-constexpr size_t ElementBytes(WeightType t) { return t == WeightType::kFloat32 ? 4 : 2; }
+// Bytes of one stored element; a quantized row is moved as bytes.
+constexpr size_t ElementBytes(WeightType t) {
+  return t == WeightType::kFloat32 ? 4 : t == WeightType::kRowQuantized ? 1 : 2;
+}
 
 // The scalar conversions are the SDK's, shared with the host.
 using sdk::BFloat16ToFloat;
@@ -33,6 +36,7 @@ inline void StoreElement(void* row, WeightType type, int64_t i, float v) {
     case WeightType::kFloat32: static_cast<float*>(row)[i] = v; break;
     case WeightType::kFloat16: static_cast<uint16_t*>(row)[i] = FloatToHalf(v); break;
     case WeightType::kBFloat16: static_cast<uint16_t*>(row)[i] = FloatToBFloat16(v); break;
+    case WeightType::kRowQuantized: break;  // rows are quantized whole (sdk::QuantizeRow)
   }
 }
 

@@ -49,6 +49,12 @@ std::vector<int64_t> CheckedRows(const sr_kernel_rows_args& a, const Table& t, c
   return out;
 }
 
+// Columns of the weights tensor of a row call: the dim, or for quantized
+// rows their bytes (uint8 [n, bytes_per_row], scale and bias included).
+int64_t WeightColumns(const Table& t) {
+  return t.type == WeightType::kRowQuantized ? t.bytes_per_row : t.dim;
+}
+
 }  // namespace
 
 void CpuKernel::ReadRows(const sr_kernel_rows_args& a) {
@@ -58,22 +64,23 @@ void CpuKernel::ReadRows(const sr_kernel_rows_args& a) {
   const std::vector<int64_t> rows = CheckedRows(a, t, "read_rows");
   const int64_t n = static_cast<int64_t>(rows.size());
   const size_t elem = ElementBytes(t.type);
+  const int64_t cols = WeightColumns(t);
   if (a.weights != nullptr) {
-    const MatrixView w(a.weights, "weights", t.dtype, n, t.dim);
-    CheckWritableLayout("weights", n, t.dim, w.row_stride(), w.col_stride());
+    const MatrixView w(a.weights, "weights", t.dtype, n, cols);
+    CheckWritableLayout("weights", n, cols, w.row_stride(), w.col_stride());
   }
   if (a.state != nullptr) {
     const sdk::TensorView<float, 2> s(a.state, "state", {n, t.state_dim});
     CheckWritableLayout("state", n, t.state_dim, s.stride(0), s.stride(1));
   }
   if (a.weights != nullptr) {
-    const MatrixView w(a.weights, "weights", t.dtype, n, t.dim);
+    const MatrixView w(a.weights, "weights", t.dtype, n, cols);
     for (int64_t i = 0; i < n; ++i) {
       const char* src = static_cast<const char*>(t.Row(rows[static_cast<size_t>(i)]));
       if (w.col_stride() == 1) {
         std::memcpy(w.At(i, 0), src, t.row_bytes());
       } else {
-        for (int64_t c = 0; c < t.dim; ++c) std::memcpy(w.At(i, c), src + c * elem, elem);
+        for (int64_t c = 0; c < cols; ++c) std::memcpy(w.At(i, c), src + c * elem, elem);
       }
     }
   }
@@ -93,17 +100,18 @@ void CpuKernel::WriteRows(const sr_kernel_rows_args& a) {
   const std::vector<int64_t> rows = CheckedRows(a, t, "write_rows");
   const int64_t n = static_cast<int64_t>(rows.size());
   const size_t elem = ElementBytes(t.type);
+  const int64_t cols = WeightColumns(t);
   // Validate both tensors before copying either.
-  if (a.weights != nullptr) (void)MatrixView(a.weights, "weights", t.dtype, n, t.dim);
+  if (a.weights != nullptr) (void)MatrixView(a.weights, "weights", t.dtype, n, cols);
   if (a.state != nullptr) (void)sdk::TensorView<const float, 2>(a.state, "state", {n, t.state_dim});
   if (a.weights != nullptr) {
-    const MatrixView w(a.weights, "weights", t.dtype, n, t.dim);
+    const MatrixView w(a.weights, "weights", t.dtype, n, cols);
     for (int64_t i = 0; i < n; ++i) {
       char* dst = static_cast<char*>(t.Row(rows[static_cast<size_t>(i)]));
       if (w.col_stride() == 1) {
         std::memcpy(dst, w.At(i, 0), t.row_bytes());
       } else {
-        for (int64_t c = 0; c < t.dim; ++c) std::memcpy(dst + c * elem, w.At(i, c), elem);
+        for (int64_t c = 0; c < cols; ++c) std::memcpy(dst + c * elem, w.At(i, c), elem);
       }
     }
   }

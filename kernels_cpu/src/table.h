@@ -1,6 +1,7 @@
 // One local table shard as the CPU kernel stores it: a dense row-major
-// [num_rows, dim] block of weights in the table's dtype, and a dense
-// [num_rows, state_dim] float32 block of optimizer state.
+// [num_rows, dim] block of weights in the table's dtype (or of quantized
+// rows of bytes_per_row bytes each), and a dense [num_rows, state_dim]
+// float32 block of optimizer state.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,7 @@ struct Table : sdk::KernelTableSpec {
   TableMemory weights;
   TableMemory state;
 
-  size_t row_bytes() const { return static_cast<size_t>(dim) * ElementBytes(type); }
+  size_t row_bytes() const { return static_cast<size_t>(bytes_per_row); }
   void* Row(int64_t r) const {
     return static_cast<char*>(weights.data()) + static_cast<size_t>(r) * row_bytes();
   }

@@ -91,7 +91,7 @@ CudaKernel::CudaKernel(const sr_kernel_create_args& a) {
   }
   int64_t max_rows = 1;
   for (size_t i = 0; i < a.num_tables; ++i) {
-    specs_.push_back(sdk::CheckKernelTable(a.tables[i], i, a.optimizer));
+    specs_.push_back(sdk::CheckKernelTable(a.tables[i], i, a.optimizer, /*quantized_rows=*/true));
     max_rows = std::max(max_rows, specs_.back().num_rows);
   }
   row_bits_ = BitsFor(static_cast<uint64_t>(max_rows));
@@ -114,17 +114,18 @@ CudaKernel::CudaKernel(const sr_kernel_create_args& a) {
     t.num_rows = s.num_rows;
     t.dim = s.dim;
     t.state_dim = s.state_dim;
-    t.type = static_cast<int32_t>(s.type);
+    t.type = s.type == sdk::WeightDType::kRowQuantized ? kQuantized : static_cast<int32_t>(s.type);
+    t.row_bytes = s.bytes_per_row;
+    t.quant_bits = sdk::QuantBits(s.quantization);
     t.state_init = state_init;
     t.init_min = s.init_min;
     t.init_max = s.init_max;
     t.init_seed = s.init_seed;
     t.global_row_offset = s.global_row_offset;
     t.global_col_offset = s.global_col_offset;
-    const size_t element = s.type == sdk::WeightDType::kFloat32 ? 4 : 2;
     weights_.emplace_back(device_);
     state_.emplace_back(device_);
-    const size_t weight_bytes = static_cast<size_t>(s.num_rows * s.dim) * element;
+    const size_t weight_bytes = static_cast<size_t>(s.num_rows * s.bytes_per_row);
     const size_t state_bytes = static_cast<size_t>(s.num_rows * s.state_dim) * sizeof(float);
     if (weight_bytes > 0) weights_.back().ReserveExact(weight_bytes, nullptr, (who + " weights").c_str());
     if (state_bytes > 0) state_.back().ReserveExact(state_bytes, nullptr, (who + " optimizer state").c_str());
@@ -178,6 +179,10 @@ void CudaKernel::TableInfo(int32_t table, sr_kernel_table_info* out) {
   out->state_dim = t.state_dim;
   out->state_dtype = DLDataType{kDLFloat, 32, 1};
   out->bytes = static_cast<int64_t>(weights_[i].bytes() + state_[i].bytes());
+  if (SR_HAS_FIELD(out, sr_kernel_table_info, row_quantization)) {
+    out->row_bytes = t.bytes_per_row;
+    out->row_quantization = static_cast<int32_t>(t.quantization);
+  }
 }
 
 cudaStream_t CudaKernel::Enter(void* stream) {
@@ -382,7 +387,10 @@ void CudaKernel::Forward(const sr_kernel_forward_args& a) {
   // A group of lanes per bag, 4 columns per lane: 32 lanes for dim >= 128.
   int lanes = 1;
   while (lanes < 32 && lanes * kColumnsPerLane < p.max_dim) lanes *= 2;
-  LaunchForward(p.device, out, lanes, stream);
+  const bool quantized = std::any_of(specs_.begin(), specs_.end(), [](const sdk::KernelTableSpec& s) {
+    return s.type == sdk::WeightDType::kRowQuantized;
+  });
+  LaunchForward(p.device, out, lanes, quantized, stream);
   CudaCheck(cudaGetLastError(), "forward kernel launch");
 }
 

@@ -9,7 +9,9 @@
 namespace shardrec::kernel_cuda {
 
 // How a table stores its weights. Accumulation is always float32.
-enum WeightCode : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
+// kQuantized: row-wise INT8/INT4/INT2 rows of row_bytes bytes
+// (shardrec/sdk/quantized_rows.hpp), inference only.
+enum WeightCode : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2, kQuantized = 3 };
 
 // One local table shard in device memory: row-major [num_rows, dim] weights
 // of `type`, row-major [num_rows, state_dim] float32 optimizer state.
@@ -26,6 +28,9 @@ struct DeviceTable {
   uint64_t init_seed = 0;
   int64_t global_row_offset = 0;
   int64_t global_col_offset = 0;
+  int64_t row_bytes = 0;   // bytes per weight row (every type)
+  int32_t quant_bits = 0;  // kQuantized: 8, 4 or 2
+  int32_t pad = 0;
 };
 
 // One feature of a lookup as the device kernels read it. Its ids start at

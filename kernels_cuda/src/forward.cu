@@ -1,6 +1,6 @@
 // Forward (launch.h, LaunchForward): a group of `lanes` threads per bag, each
 // lane owning 4 columns per step (one 16-byte load of an fp32 row, 8 of a
-// 16-bit one). The group loads up to `lanes` ids (and per-id weights) at
+// 16-bit one; quantized rows dequantize their 4 values as they read them). The group loads up to `lanes` ids (and per-id weights) at
 // once, one per lane, and broadcasts them with shuffles, so the row loads
 // that follow are independent and many are in flight. Sums run in id order
 // in float32: the result does not depend on scheduling.
@@ -48,10 +48,11 @@ __device__ void SequenceBag(const DeviceLookup& a, const DeviceMatrix& out,
     const bool valid = !a.skip_invalid || static_cast<uint64_t>(r) < static_cast<uint64_t>(t.num_rows);
     float* dst = out.data + (f.out_row + (i - first)) * out.row_stride;
     const auto* src = RowOf<kType>(t, valid ? r : 0);
+    const float2 sb = valid ? ScaleBias<kType>(src) : make_float2(0.0f, 0.0f);
     for (int64_t c = static_cast<int64_t>(lane) * kColumnsPerLane; c < t.dim;
          c += static_cast<int64_t>(lanes) * kColumnsPerLane) {
       float v[4] = {0, 0, 0, 0};
-      if (valid) Load4<kType>(src, c, t.dim, vec, v);
+      if (valid) LoadColumns<kType>(t, src, sb, c, vec, v);
       StoreOutput(dst, f.out_col + c, t.dim - c, out.col_stride, f.vector_out != 0, v);
     }
   }
@@ -79,12 +80,13 @@ __device__ void PooledBag(const DeviceLookup& a, const DeviceMatrix& out, const 
         const float w = __shfl_sync(mask, my_w, j, lanes);
         if (a.skip_invalid && static_cast<uint64_t>(r) >= rows) continue;
         const auto* src = RowOf<kType>(t, r);
+        const float2 sb = ScaleBias<kType>(src);
 #pragma unroll
         for (int k = 0; k < kChunks; ++k) {
           const int64_t c = c0 + (static_cast<int64_t>(k) * lanes + lane) * kColumnsPerLane;
           if (c < t.dim) {
             float v[4];
-            Load4<kType>(src, c, t.dim, vec, v);
+            LoadColumns<kType>(t, src, sb, c, vec, v);
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[k][e] += w * v[e];
           }
@@ -105,6 +107,10 @@ __device__ void PooledBag(const DeviceLookup& a, const DeviceMatrix& out, const 
   }
 }
 
+// kQuantized: also tables of quantized rows. Compiled twice: the quantized
+// path needs more registers, and one kernel for both would give the float
+// tables' launches its register count (a third slower on an H200).
+template <bool kQuantizedTables>
 __global__ void ForwardKernel(DeviceLookup a, DeviceMatrix out, int lanes) {
   const int lane_in_warp = static_cast<int>(threadIdx.x & 31);
   const int lane = lane_in_warp & (lanes - 1);
@@ -117,11 +123,17 @@ __global__ void ForwardKernel(DeviceLookup a, DeviceMatrix out, int lanes) {
   const int64_t begin = a.offsets[b];
   const int64_t end = a.offsets[b + 1];
   if (f.pooling == SR_POOLING_NONE) {
+    if constexpr (kQuantizedTables) {
+      if (t.type == kQuantized) return SequenceBag<kQuantized>(a, out, f, t, begin, end, lane, lanes);
+    }
     switch (t.type) {
       case kF16: return SequenceBag<kF16>(a, out, f, t, begin, end, lane, lanes);
       case kBF16: return SequenceBag<kBF16>(a, out, f, t, begin, end, lane, lanes);
       default: return SequenceBag<kF32>(a, out, f, t, begin, end, lane, lanes);
     }
+  }
+  if constexpr (kQuantizedTables) {
+    if (t.type == kQuantized) return PooledBag<kQuantized>(a, out, f, t, b, begin, end, lane, lanes, mask);
   }
   switch (t.type) {
     case kF16: return PooledBag<kF16>(a, out, f, t, b, begin, end, lane, lanes, mask);
@@ -132,12 +144,16 @@ __global__ void ForwardKernel(DeviceLookup a, DeviceMatrix out, int lanes) {
 
 }  // namespace
 
-void LaunchForward(const DeviceLookup& lookup, DeviceMatrix output, int lanes,
+void LaunchForward(const DeviceLookup& lookup, DeviceMatrix output, int lanes, bool quantized,
                    cudaStream_t stream) {
   if (lookup.num_bags == 0) return;
   const int64_t bags_per_block = kThreads / lanes;
   const int64_t blocks = (lookup.num_bags + bags_per_block - 1) / bags_per_block;
-  ForwardKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(lookup, output, lanes);
+  if (quantized) {
+    ForwardKernel<true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(lookup, output, lanes);
+  } else {
+    ForwardKernel<false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(lookup, output, lanes);
+  }
 }
 
 }  // namespace shardrec::kernel_cuda

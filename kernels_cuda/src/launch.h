@@ -57,8 +57,10 @@ void LaunchLookupCheck(const DeviceLookup& lookup, bool check_bounds, CheckResul
                        int64_t* feature_ids, cudaStream_t stream);
 
 // Pooled and sequence forward of every feature (lookup.h pseudocode), with
-// `lanes` threads per bag (a power of two <= 32).
-void LaunchForward(const DeviceLookup& lookup, DeviceMatrix output, int lanes,
+// `lanes` threads per bag (a power of two <= 32). `quantized`: some table
+// holds quantized rows (a separate kernel, so the float tables' kernel keeps
+// its register budget).
+void LaunchForward(const DeviceLookup& lookup, DeviceMatrix output, int lanes, bool quantized,
                    cudaStream_t stream);
 
 // Scratch of one backward call, sized for `nnz` occurrences.

@@ -13,7 +13,8 @@ namespace {
 namespace sdk = shardrec::sdk;
 
 const char* const kDevices[] = {"cuda"};
-const char* const kWeightDtypes[] = {"float32", "float16", "bfloat16"};
+const char* const kWeightDtypes[] = {"float32",      "float16",      "bfloat16",
+                                     "int8_rowwise", "int4_rowwise", "int2_rowwise"};
 const char* const kOutputDtypes[] = {"float32"};
 const char* const kPoolings[] = {"sum", "mean", "none"};
 const char* const kOptimizers[] = {"none", "sgd", "adagrad", "rowwise_adagrad", "adam"};

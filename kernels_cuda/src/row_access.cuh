@@ -30,11 +30,19 @@ template <>
 struct Element<kBF16> {
   using type = __nv_bfloat16;
 };
+template <>
+struct Element<kQuantized> {
+  using type = uint8_t;  // a row of row_bytes bytes
+};
 
 template <int32_t kType>
 __device__ __forceinline__ const typename Element<kType>::type* RowOf(const DeviceTable& t,
                                                                       int64_t row) {
-  return static_cast<const typename Element<kType>::type*>(t.weights) + row * t.dim;
+  if constexpr (kType == kQuantized) {
+    return static_cast<const uint8_t*>(t.weights) + row * t.row_bytes;
+  } else {
+    return static_cast<const typename Element<kType>::type*>(t.weights) + row * t.dim;
+  }
 }
 template <int32_t kType>
 __device__ __forceinline__ typename Element<kType>::type* MutableRowOf(const DeviceTable& t,
@@ -82,6 +90,63 @@ __device__ __forceinline__ void Load4(const typename Element<kType>::type* row, 
   }
 #pragma unroll
   for (int e = 0; e < 4; ++e) v[e] = c + e < dim ? ToFloat(row[c + e]) : 0.0f;
+}
+
+// A quantized row's scale and bias ([scale fp16][bias fp16][values],
+// sdk/quantized_rows.hpp); other types read as (1, 0).
+template <int32_t kType>
+__device__ __forceinline__ float2 ScaleBias(const typename Element<kType>::type* row) {
+  if constexpr (kType == kQuantized) {
+    return __half22float2(*reinterpret_cast<const __half2*>(row));
+  } else {
+    return make_float2(1.0f, 0.0f);
+  }
+}
+
+// Columns [c, c + 4) of a quantized row, dequantized as scale * q + bias
+// with one fused multiply-add, as the CPU kernel does; 0 past `dim`. c is a
+// multiple of 4 and rows are 4-byte aligned, so four values in the row are
+// one aligned 4-, 2- or 1-byte load unpacked by constant shifts; only the
+// row's last, partial group reads value by value.
+__device__ __forceinline__ void Load4Quantized(const uint8_t* row, float2 sb, int bits, int64_t c, int64_t dim,
+                                               float v[4]) {
+  const uint8_t* data = row + 4;
+  uint32_t q[4] = {0, 0, 0, 0};
+  if (c + 3 < dim) {
+    if (bits == 8) {
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(data + c);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) q[e] = (w >> (8 * e)) & 0xFFu;
+    } else if (bits == 4) {
+      const uint32_t w = *reinterpret_cast<const uint16_t*>(data + c / 2);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) q[e] = (w >> (4 * e)) & 0xFu;
+    } else {
+      const uint32_t w = data[c / 4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) q[e] = (w >> (2 * e)) & 0x3u;
+    }
+  } else {
+    const int per_byte = 8 / bits;
+    for (int e = 0; c + e < dim; ++e) {
+      const int64_t i = c + e;
+      q[e] = (data[i / per_byte] >> ((i % per_byte) * bits)) & ((1u << bits) - 1u);
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) v[e] = c + e < dim ? __fmaf_rn(sb.x, static_cast<float>(q[e]), sb.y) : 0.0f;
+}
+
+// Columns [c, c + 4) of a row of any type as floats (0 past the dim); `sb`
+// is the row's ScaleBias.
+template <int32_t kType>
+__device__ __forceinline__ void LoadColumns(const DeviceTable& t, const typename Element<kType>::type* row,
+                                            float2 sb, int64_t c, bool vec, float v[4]) {
+  if constexpr (kType == kQuantized) {
+    Load4Quantized(row, sb, t.quant_bits, c, t.dim, v);
+  } else {
+    Load4<kType>(row, c, t.dim, vec, v);
+  }
 }
 
 // Stores columns [c, min(c + 4, dim)) of `row`, rounding to nearest even.

@@ -34,8 +34,15 @@ DeviceRows RowsOf(const sdk::TensorView<const float, 2>& s) {
                     s.stride(1), 4};
 }
 
+// Bytes of one element as read_rows / write_rows move it: quantized rows
+// move as bytes (uint8 [n, bytes_per_row], scale and bias included).
 int ElementBytes(const sdk::KernelTableSpec& t) {
-  return t.type == sdk::WeightDType::kFloat32 ? 4 : 2;
+  return t.type == sdk::WeightDType::kFloat32 ? 4 : t.type == sdk::WeightDType::kRowQuantized ? 1 : 2;
+}
+
+// Columns of the weights tensor of a row call.
+int64_t WeightColumns(const sdk::KernelTableSpec& t) {
+  return t.type == sdk::WeightDType::kRowQuantized ? t.bytes_per_row : t.dim;
 }
 
 }  // namespace
@@ -91,16 +98,16 @@ void CudaKernel::ReadRows(const sr_kernel_rows_args& a) {
   const int64_t* rows = CheckedRows(a, t, "read_rows", &n);
   const DLDevice dev{kDLCUDA, device_};
   if (a.weights != nullptr) {
-    const sdk::MatrixView w(a.weights, "weights", t.dtype, n, t.dim, &dev);
-    sdk::CheckWritableLayout("weights", n, t.dim, w.row_stride(), w.col_stride());
+    const sdk::MatrixView w(a.weights, "weights", t.dtype, n, WeightColumns(t), &dev);
+    sdk::CheckWritableLayout("weights", n, WeightColumns(t), w.row_stride(), w.col_stride());
   }
   if (a.state != nullptr) {
     const sdk::TensorView<const float, 2> s(a.state, "state", dev, {n, t.state_dim});
     sdk::CheckWritableLayout("state", n, t.state_dim, s.stride(0), s.stride(1));
   }
   if (a.weights != nullptr) {
-    const sdk::MatrixView w(a.weights, "weights", t.dtype, n, t.dim, &dev);
-    LaunchGatherRows(weights_[ti].data(), t.dim, rows, n, RowsOf(w, ElementBytes(t)), stream);
+    const sdk::MatrixView w(a.weights, "weights", t.dtype, n, WeightColumns(t), &dev);
+    LaunchGatherRows(weights_[ti].data(), WeightColumns(t), rows, n, RowsOf(w, ElementBytes(t)), stream);
   }
   if (a.state != nullptr) {
     const sdk::TensorView<const float, 2> s(a.state, "state", dev, {n, t.state_dim});
@@ -120,7 +127,7 @@ void CudaKernel::WriteRows(const sr_kernel_rows_args& a) {
   const int64_t* rows = CheckedRows(a, t, "write_rows", &n);
   const DLDevice dev{kDLCUDA, device_};
   // Validate both tensors before copying either.
-  if (a.weights != nullptr) (void)sdk::MatrixView(a.weights, "weights", t.dtype, n, t.dim, &dev);
+  if (a.weights != nullptr) (void)sdk::MatrixView(a.weights, "weights", t.dtype, n, WeightColumns(t), &dev);
   if (a.state != nullptr) {
     (void)sdk::TensorView<const float, 2>(a.state, "state", dev, {n, t.state_dim});
   }
@@ -130,8 +137,8 @@ void CudaKernel::WriteRows(const sr_kernel_rows_args& a) {
   while (row_bits < 63 && (int64_t{1} << row_bits) < t.num_rows) ++row_bits;
   LaunchSortRows(rows, n, row_bits, s, stream);
   if (a.weights != nullptr) {
-    const sdk::MatrixView w(a.weights, "weights", t.dtype, n, t.dim, &dev);
-    LaunchScatterRows(weights_[ti].data(), t.dim, s.sorted_keys, s.sorted_positions, n,
+    const sdk::MatrixView w(a.weights, "weights", t.dtype, n, WeightColumns(t), &dev);
+    LaunchScatterRows(weights_[ti].data(), WeightColumns(t), s.sorted_keys, s.sorted_positions, n,
                       RowsOf(w, ElementBytes(t)), stream);
   }
   if (a.state != nullptr) {

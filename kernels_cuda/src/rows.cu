@@ -27,6 +27,47 @@ __global__ void RowsCheckKernel(const int64_t* rows, int64_t n, int64_t num_rows
   }
 }
 
+// A quantized table's initial rows, one thread per row: the initial
+// weights drawn twice (once for the range, once to quantize), quantized as
+// sdk::QuantizeRow does on the host, so both kernels start with the same
+// bytes.
+__global__ void InitQuantizedRowsKernel(DeviceTable t, const int64_t* rows, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = rows != nullptr ? rows[i] : i;
+    const int64_t g = t.global_row_offset + r;
+    auto weight = [&](int64_t c) {
+      return InitialWeight(t.init_seed, g, t.global_col_offset + c, t.init_min, t.init_max);
+    };
+    float lo = weight(0), hi = lo;
+    for (int64_t c = 1; c < t.dim; ++c) {
+      const float w = weight(c);
+      lo = fminf(lo, w);
+      hi = fmaxf(hi, w);
+    }
+    const __half bias_h = __float2half_rn(lo);
+    const float bias = __half2float(bias_h);
+    const float levels = static_cast<float>((1 << t.quant_bits) - 1);
+    __half scale_h = __float2half_rn(__fdiv_rn(__fsub_rn(hi, bias), levels));
+    float scale = __half2float(scale_h);
+    if (scale == 0.0f || isinf(__fdiv_rn(1.0f, scale))) {
+      scale_h = __float2half_rn(1.0f);
+      scale = 1.0f;
+    }
+    uint8_t* row = static_cast<uint8_t*>(t.weights) + r * t.row_bytes;
+    reinterpret_cast<__half*>(row)[0] = scale_h;
+    reinterpret_cast<__half*>(row)[1] = bias_h;
+    for (int64_t b = 4; b < t.row_bytes; ++b) row[b] = 0;
+    const float inverse = __fdiv_rn(1.0f, scale);
+    const int per_byte = 8 / t.quant_bits;
+    for (int64_t c = 0; c < t.dim; ++c) {
+      const float v = fminf(fmaxf(rintf(__fmul_rn(__fsub_rn(weight(c), bias), inverse)), 0.0f), levels);
+      const int64_t byte = 4 + c / per_byte;
+      row[byte] = static_cast<uint8_t>(row[byte] | (static_cast<uint32_t>(v) << ((c % per_byte) * t.quant_bits)));
+    }
+  }
+}
+
 template <int32_t kType>
 __global__ void InitRowsKernel(DeviceTable t, const int64_t* rows, int64_t n) {
   const int64_t weight_elements = n * t.dim;
@@ -52,6 +93,8 @@ __global__ void InitRowsKernel(DeviceTable t, const int64_t* rows, int64_t n) {
 __device__ __forceinline__ void CopyElement(char* dst, const char* src, int bytes) {
   if (bytes == 4) {
     *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(src);
+  } else if (bytes == 1) {
+    *dst = *src;
   } else {
     *reinterpret_cast<uint16_t*>(dst) = *reinterpret_cast<const uint16_t*>(src);
   }
@@ -98,6 +141,9 @@ void LaunchInitRows(const DeviceTable& table, const int64_t* rows, int64_t n,
   const int64_t total = n * (table.dim + table.state_dim);
   if (total == 0) return;
   switch (table.type) {
+    case kQuantized:  // no optimizer state: inference only
+      InitQuantizedRowsKernel<<<Blocks(n), kThreads, 0, stream>>>(table, rows, n);
+      break;
     case kF16:
       InitRowsKernel<kF16><<<Blocks(total), kThreads, 0, stream>>>(table, rows, n);
       break;

@@ -37,9 +37,11 @@ PIN(sr_route_ids_args, local_row, 64, 56);
 PIN(sr_estimate_storage_args, bytes_per_rank, 56, 48);
 PIN(sr_sharder_vtable, estimate_cost, 64, 56);  // 1.3 appended estimate_cost after estimate_storage (48)
 static_assert(offsetof(sr_sharder_vtable, estimate_storage) == 48);
-PIN(sr_kernel_table, global_col_offset, 88, 80);
+PIN(sr_kernel_table, row_quantization, 96, 88);  // 1.4 appended row_quantization after global_col_offset (80)
+static_assert(offsetof(sr_kernel_table, global_col_offset) == 80);
 PIN(sr_kernel_create_args, options, 80, 64);
-PIN(sr_kernel_table_info, bytes, 56, 48);
+PIN(sr_kernel_table_info, row_quantization, 72, 64);  // 1.4 appended row_bytes (56), row_quantization
+static_assert(offsetof(sr_kernel_table_info, bytes) == 48);
 PIN(sr_kernel_lookup_args, stream, 112, 104);
 PIN(sr_kernel_forward_args, output, 32, 24);
 PIN(sr_kernel_backward_args, learning_rate, 48, 40);
@@ -120,7 +122,7 @@ TEST(AbiLayout, StructSizeMacroExcludesTrailingPadding) {
 
 TEST(AbiLayout, VersionAndCodes) {
   EXPECT_EQ(SR_ABI_MAJOR, 1);
-  EXPECT_EQ(SR_ABI_MINOR, 3);
+  EXPECT_EQ(SR_ABI_MINOR, 4);
   EXPECT_EQ(SR_KIND_CODEC, 5);
   EXPECT_EQ(std::string(SR_PLUGIN_ENTRY_SYMBOL), "shardrec_plugin_get_api_v1");
   // Codes equal absl::StatusCode, so statuses map one to one.

@@ -99,7 +99,11 @@ std::vector<sr_kernel_table> Describe(const std::vector<TableSpec>& specs) {
   std::vector<sr_kernel_table> out;
   for (const TableSpec& s : specs) {
     sr_kernel_table t{};
-    t.struct_size = SR_STRUCT_SIZE(sr_kernel_table, global_col_offset);
+    // v1.0's size unless the table is quantized (1.4): older hosts' tables
+    // keep being exercised.
+    t.struct_size = s.row_quantization != SR_ROW_QUANT_NONE ? SR_STRUCT_SIZE(sr_kernel_table, row_quantization)
+                                                            : SR_STRUCT_SIZE(sr_kernel_table, global_col_offset);
+    t.row_quantization = s.row_quantization;
     t.name = s.name.c_str();
     t.num_rows = s.rows;
     t.dim = s.dim;
@@ -251,6 +255,31 @@ Status Backward(const Kernel& k, const reference::RefLookup& l, std::vector<floa
   b.iteration = iteration;
   b.learning_rate = learning_rate;
   return k.Backward(b);
+}
+
+std::vector<uint8_t> ReadRawRows(const Kernel& k, int64_t rows, int64_t row_bytes) {
+  std::vector<uint8_t> raw(static_cast<size_t>(rows * row_bytes), 0xAB);
+  const std::vector<int64_t> ids = Iota(rows);
+  Tensor rows_t(ids.data(), DLDataType{kDLInt, 64, 1}, {rows});
+  Tensor w(raw.data(), DLDataType{kDLUInt, 8, 1}, {rows, row_bytes});
+  sr_kernel_rows_args a{};
+  a.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
+  a.rows = rows_t.get();
+  a.weights = w.get();
+  const Status s = k.ReadRows(a);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return raw;
+}
+
+Status WriteRawRows(const Kernel& k, const std::vector<uint8_t>& raw, int64_t rows, int64_t row_bytes) {
+  const std::vector<int64_t> ids = Iota(rows);
+  Tensor rows_t(ids.data(), DLDataType{kDLInt, 64, 1}, {rows});
+  Tensor w(raw.data(), DLDataType{kDLUInt, 8, 1}, {rows, row_bytes});
+  sr_kernel_rows_args a{};
+  a.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
+  a.rows = rows_t.get();
+  a.weights = w.get();
+  return k.WriteRows(a);
 }
 
 reference::RefTable ReadTable(const Kernel& k, int32_t table) {

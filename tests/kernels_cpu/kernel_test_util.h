@@ -55,6 +55,7 @@ struct TableSpec {
   uint64_t seed = 7;
   int64_t global_row_offset = 0;
   int64_t global_col_offset = 0;
+  int32_t row_quantization = SR_ROW_QUANT_NONE;  // ABI 1.4; dtype then uint8
 };
 
 std::vector<sr_kernel_table> Describe(const std::vector<TableSpec>& specs);
@@ -125,6 +126,11 @@ Status Backward(const Kernel& k, const reference::RefLookup& l, std::vector<floa
 reference::RefTable ReadTable(const Kernel& k, int32_t table);
 // Writes every row and the state of `t` into local table `table`.
 void WriteTable(const Kernel& k, int32_t table, const reference::RefTable& t);
+
+// Raw rows [0, rows) of table 0 of a quantized kernel (uint8 [rows,
+// row_bytes]), and their write.
+std::vector<uint8_t> ReadRawRows(const Kernel& k, int64_t rows, int64_t row_bytes);
+Status WriteRawRows(const Kernel& k, const std::vector<uint8_t>& raw, int64_t rows, int64_t row_bytes);
 
 // Appends a feature of `bags` random bags (lengths in [0, max_len], ids in
 // [0, rows)); weights in [0.5, 1.5] when `weighted`.

@@ -406,7 +406,7 @@ TEST(Attributes, DeclareTheKernelsCapabilities) {
   using V = std::vector<std::string>;
   ASSERT_TRUE(attrs.count("devices"));
   EXPECT_EQ(StringList(*attrs["devices"]), V({"cpu"}));
-  EXPECT_EQ(StringList(*attrs["weight_dtypes"]), V({"float32", "float16", "bfloat16"}));
+  EXPECT_EQ(StringList(*attrs["weight_dtypes"]), V({"float32", "float16", "bfloat16", "int8_rowwise", "int4_rowwise", "int2_rowwise"}));
   EXPECT_EQ(StringList(*attrs["poolings"]), V({"sum", "mean", "none"}));
   EXPECT_EQ(StringList(*attrs["optimizers"]),
             V({"none", "sgd", "adagrad", "rowwise_adagrad", "adam"}));

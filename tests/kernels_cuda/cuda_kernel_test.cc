@@ -3,7 +3,7 @@
 // and bounds-check modes — the same forward outputs and the same rows and
 // optimizer state after several training steps (float32 within 1e-5, 16-bit
 // tables within one unit in the last place of their storage type), plus
-// row I/O and determinism. Both kernels get host tensors; core stages them
+// row I/O and determinism; and INT8/INT4/INT2 row-wise quantized tables. Both kernels get host tensors; core stages them
 // to the GPU (plugin_objects.h). Without a GPU the comparisons SKIP with
 // the driver's reason and the refusal itself is tested instead.
 #include <gtest/gtest.h>
@@ -284,6 +284,59 @@ TEST(CudaKernelOnGpu, WriteRowsLastDuplicateWinsAndResetRestoresInitialRows) {
     ASSERT_TRUE(k->ResetRows(r).ok());
   }
   ExpectTablesNear(ReadTable(*gpu, 0), ReadTable(*cpu, 0), 0.0, "after duplicate writes and a reset");
+}
+
+// Row-wise quantized tables (ABI 1.4): the GPU quantizes the initial rows to
+// the CPU kernel's bytes, dequantizes every pooling the same (1e-5), and
+// moves raw rows and resets them alike.
+TEST(CudaKernelOnGpu, QuantizedTablesMatchTheCpuKernel) {
+  REQUIRE_GPU();
+  for (const int32_t q : {SR_ROW_QUANT_INT8, SR_ROW_QUANT_INT4, SR_ROW_QUANT_INT2}) {
+    for (const int64_t dim : {1, 3, 8, 33, 128, 136, 600}) {
+      const std::string what = "int" + std::to_string(q == SR_ROW_QUANT_INT8 ? 8 : q == SR_ROW_QUANT_INT4 ? 4 : 2) +
+                               ", dim " + std::to_string(dim);
+      const std::vector<TableSpec> tables = {
+          TableSpec{"q", 50, dim, DLDataType{kDLUInt, 8, 1}, -0.5, 0.5, 11, 100, 4, q}};
+      auto cpu = Create(CpuKernelRef(), tables, SR_OPTIMIZER_NONE, {}, DLDevice{kDLCPU, 0});
+      auto gpu = Create(CudaKernelRef(), tables, SR_OPTIMIZER_NONE, {}, kGpu0);
+      ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+      ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+      auto info = gpu->TableInfo(0);
+      ASSERT_TRUE(info.ok());
+      ASSERT_EQ(info->row_bytes, cpu->TableInfo(0)->row_bytes) << what;
+      const int64_t rb = info->row_bytes;
+      EXPECT_EQ(ReadRawRows(*gpu, 50, rb), ReadRawRows(*cpu, 50, rb)) << what << ": initial rows";
+      std::mt19937_64 rng(static_cast<uint64_t>(dim * 3 + q));
+      for (const bool weighted : {false, true}) {
+        RefLookup l;
+        AddRandomFeature(l, rng, 0, SR_POOLING_SUM, 16, kMaxBag, 50, 0, 0, weighted);
+        AddRandomFeature(l, rng, 0, SR_POOLING_MEAN, 16, kMaxBag, 50, 0, dim, weighted);
+        if (!weighted) AddRandomFeature(l, rng, 0, SR_POOLING_NONE, 5, 4, 50, 16, 0, false);
+        const int64_t rows = 16 + (l.num_features() > 2 ? FeatureRows(l, 2) : 0);
+        const int64_t cols = 2 * dim + 4;
+        GuardedOutput out_cpu(rows, cols), out_gpu(rows, cols);
+        ASSERT_TRUE(Forward(*cpu, l, out_cpu.tensor()).ok());
+        const Status s = Forward(*gpu, l, out_gpu.tensor());
+        ASSERT_TRUE(s.ok()) << s.message();
+        ExpectOutputsNear(out_gpu, out_cpu, rows, cols, 1e-5, what + (weighted ? ", weighted" : ""));
+      }
+      // Raw rows written to both read back the same; reset restores them.
+      std::vector<uint8_t> raw = ReadRawRows(*cpu, 50, rb);
+      for (size_t i = 4; i < raw.size(); i += 3) raw[i] = static_cast<uint8_t>(raw[i] ^ 0x5A);
+      ASSERT_TRUE(WriteRawRows(*cpu, raw, 50, rb).ok());
+      ASSERT_TRUE(WriteRawRows(*gpu, raw, 50, rb).ok());
+      EXPECT_EQ(ReadRawRows(*gpu, 50, rb), raw) << what;
+      std::vector<int64_t> reset = {0, 17, 49};
+      Tensor reset_t(reset.data(), {kDLInt, 64, 1}, {3});
+      for (const Kernel* k : {&*cpu, &*gpu}) {
+        sr_kernel_rows_args r{};
+        r.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
+        r.rows = reset_t.get();
+        ASSERT_TRUE(k->ResetRows(r).ok());
+      }
+      EXPECT_EQ(ReadRawRows(*gpu, 50, rb), ReadRawRows(*cpu, 50, rb)) << what << ": after a reset";
+    }
+  }
 }
 
 // Rows that occur about a thousand times in one call: their runs are longer

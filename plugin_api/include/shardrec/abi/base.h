@@ -27,7 +27,7 @@ extern "C" {
  * differ in either direction (rule 2). The major is also part of the entry
  * symbol's name, so a v2 plugin is simply not found by a v1 host. */
 #define SR_ABI_MAJOR 1
-#define SR_ABI_MINOR 3
+#define SR_ABI_MINOR 4
 
 /* Size of a struct up to and including `last`, without trailing padding.
  * Writers set struct_size to SR_STRUCT_SIZE(T, newest_field); readers touch a

@@ -38,6 +38,18 @@ typedef struct sr_kernel sr_kernel; /* opaque, created by the plugin */
 #define SR_BOUNDS_CHECK_IGNORE 2
 #define SR_BOUNDS_CHECK_NONE 3
 
+/* Row-wise quantized rows (ABI 1.4, inference only): with weight_dtype
+ * uint8, every row is [scale fp16][bias fp16][dim values of 8, 4 or 2 bits,
+ * packed][padding to 4 bytes], as FBGEMM's IntN TBE lays them out; a value
+ * reads as scale * q + bias. shardrec/sdk/quantized_rows.hpp has the layout
+ * and the reference (de)quantization. A kernel lists "int8_rowwise",
+ * "int4_rowwise", "int2_rowwise" in its "weight_dtypes" attribute when it
+ * can hold them; the optimizer must be SR_OPTIMIZER_NONE. */
+#define SR_ROW_QUANT_NONE 0
+#define SR_ROW_QUANT_INT8 1
+#define SR_ROW_QUANT_INT4 2
+#define SR_ROW_QUANT_INT2 3
+
 /* One local shard of a table. Initial weights are uniform in
  * [init_min, init_max], drawn per (init_seed, global row, global column) so
  * a shard starts with exactly the values the unsharded table has there. */
@@ -53,6 +65,9 @@ typedef struct sr_kernel_table {
   uint64_t init_seed;
   int64_t global_row_offset; /* row of the full table that local row 0 is */
   int64_t global_col_offset; /* column of the full table local column 0 is */
+  /* 1.4: SR_ROW_QUANT_* (weight_dtype uint8); quantized tables start as the
+   * quantized initial weights. */
+  int32_t row_quantization;
 } sr_kernel_table;
 
 typedef struct sr_kernel_create_args {
@@ -77,6 +92,11 @@ typedef struct sr_kernel_table_info {
   int64_t state_dim;      /* optimizer state values per row (0, 1, dim, 2·dim) */
   DLDataType state_dtype; /* float32 */
   int64_t bytes;          /* device bytes held for weights and state */
+  /* 1.4: bytes of one weight row as read_rows/write_rows move it: dim times
+   * the dtype's size, or a quantized row's (then weights are uint8
+   * [n, row_bytes]). */
+  int64_t row_bytes;
+  int32_t row_quantization; /* 1.4: SR_ROW_QUANT_* */
 } sr_kernel_table_info;
 
 /* The bags of one call, table-batched. Features are processed in order; the
@@ -136,7 +156,7 @@ typedef struct sr_kernel_rows_args {
   sr_extension* ext;
   int32_t table;
   const DLTensor* rows; /* int64 [n] local rows */
-  DLTensor* weights;    /* [n, dim] of weight_dtype; NULL to skip (or for reset) */
+  DLTensor* weights;    /* [n, dim] of weight_dtype (quantized: uint8 [n, row_bytes]); NULL to skip (or for reset) */
   DLTensor* state;      /* float32 [n, state_dim]; NULL to skip */
   void* stream;
 } sr_kernel_rows_args;

@@ -12,12 +12,14 @@
 #include "shardrec/abi/kernel.h"
 #include "shardrec/sdk/dtype.hpp"
 #include "shardrec/sdk/optimizer.hpp"
+#include "shardrec/sdk/quantized_rows.hpp"
 #include "shardrec/sdk/status.hpp"
 
 namespace shardrec::sdk {
 
-// The weight storage types the built-in kernels support.
-enum class WeightDType : int32_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+// The weight storage types the built-in kernels support; kRowQuantized is
+// uint8 rows of a RowQuantization (quantized_rows.hpp, ABI 1.4).
+enum class WeightDType : int32_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kRowQuantized = 3 };
 
 // A checked table: the descriptor's values plus its name (or "table N") and
 // the optimizer state it needs per row.
@@ -33,12 +35,18 @@ struct KernelTableSpec {
   uint64_t init_seed = 0;
   int64_t global_row_offset = 0;
   int64_t global_col_offset = 0;
+  RowQuantization quantization = RowQuantization::kNone;
+  // Bytes of one weight row: dim times the element size, or a quantized
+  // row's (scale and bias included).
+  int64_t bytes_per_row = 0;
 };
 
 // Validates table `index` of a create() call for `optimizer`. Throws
-// sdk::Error(SR_INVALID_ARGUMENT) naming the table.
+// sdk::Error(SR_INVALID_ARGUMENT) naming the table. Quantized rows (ABI 1.4)
+// are refused unless the kernel says it holds them: a kernel built on an
+// SDK that knows the field must not take such a table by accident.
 inline KernelTableSpec CheckKernelTable(const sr_kernel_table& d, size_t index,
-                                        int32_t optimizer) {
+                                        int32_t optimizer, bool quantized_rows = false) {
   if (d.struct_size < SR_STRUCT_SIZE(sr_kernel_table, global_col_offset)) {
     throw InvalidArgument("table " + std::to_string(index) + ": struct_size " +
                           std::to_string(d.struct_size) +
@@ -51,7 +59,27 @@ inline KernelTableSpec CheckKernelTable(const sr_kernel_table& d, size_t index,
     throw InvalidArgument(who + ": num_rows " + std::to_string(d.num_rows) + " < 0");
   if (d.dim < 1) throw InvalidArgument(who + ": dim " + std::to_string(d.dim) + " < 1");
   const DLDataType w = d.weight_dtype;
-  if (w.lanes == 1 && w.code == kDLFloat && w.bits == 32) {
+  const int32_t quant =
+      d.struct_size >= SR_STRUCT_SIZE(sr_kernel_table, row_quantization) ? d.row_quantization : SR_ROW_QUANT_NONE;
+  if (quant != SR_ROW_QUANT_NONE) {
+    if (quant != SR_ROW_QUANT_INT8 && quant != SR_ROW_QUANT_INT4 && quant != SR_ROW_QUANT_INT2) {
+      throw InvalidArgument(who + ": row_quantization " + std::to_string(quant) +
+                            " is not one of SR_ROW_QUANT_INT8, _INT4, _INT2");
+    }
+    t.quantization = static_cast<RowQuantization>(quant);
+    if (!quantized_rows) {
+      throw InvalidArgument(who + ": this kernel does not hold " + QuantName(t.quantization) + " rows");
+    }
+    if (!(w.lanes == 1 && w.code == kDLUInt && w.bits == 8)) {
+      throw InvalidArgument(who + ": " + QuantName(t.quantization) + " rows need weight dtype uint8, got " +
+                            DTypeName(w));
+    }
+    if (optimizer != SR_OPTIMIZER_NONE) {
+      throw InvalidArgument(who + ": " + QuantName(t.quantization) +
+                            " rows are for inference: the optimizer must be none");
+    }
+    t.type = WeightDType::kRowQuantized;
+  } else if (w.lanes == 1 && w.code == kDLFloat && w.bits == 32) {
     t.type = WeightDType::kFloat32;
   } else if (w.lanes == 1 && w.code == kDLFloat && w.bits == 16) {
     t.type = WeightDType::kFloat16;
@@ -72,6 +100,9 @@ inline KernelTableSpec CheckKernelTable(const sr_kernel_table& d, size_t index,
                           std::to_string(d.dim) + " is too large");
   }
   t.state_dim = StateDim(optimizer, d.dim);
+  t.bytes_per_row = t.type == WeightDType::kRowQuantized ? QuantRowBytes(t.quantization, d.dim)
+                : t.type == WeightDType::kFloat32    ? d.dim * 4
+                                                     : d.dim * 2;
   if (!std::isfinite(d.init_min) || !std::isfinite(d.init_max) || d.init_min > d.init_max) {
     throw InvalidArgument(who + ": init range [" + std::to_string(d.init_min) + ", " +
                           std::to_string(d.init_max) + "] is not a finite interval");
