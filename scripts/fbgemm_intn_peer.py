@@ -75,7 +75,7 @@ result = {"peer": "fbgemm_gpu IntNBitTableBatchedEmbeddingBagsCodegen (CPU), tor
 for t in names:
     op = IntNBitTableBatchedEmbeddingBagsCodegen(
         embedding_specs=[("t", a.rows, a.dim, TYPES[t], EmbeddingLocation.HOST)], device="cpu",
-        pooling_mode=PoolingMode.SUM)
+        pooling_mode=PoolingMode.SUM, output_dtype=SparseType.FP32)  # float32 out, as shardrec's
     op.fill_random_weights()
     with torch.no_grad():
         result["forward_mlookups_per_s"][t] = rate(lambda ids, off: op(ids, off)) / 1e6

@@ -21,6 +21,7 @@
 #include "shardrec/core/plugin_objects.h"
 #include "shardrec/core/reference_kernel.h"
 #include "shardrec/sdk/dtype.hpp"
+#include "shardrec/sdk/quantized_rows.hpp"
 
 namespace shardrec::conformance {
 namespace {
@@ -267,6 +268,91 @@ void CheckPooledForward(const Kernel& k, const std::vector<RefTable>& tables, in
   rec.Expect(diff.empty(), what, diff);
 }
 
+// Quantized rows (ABI 1.4), for a kernel that declares `name` among its
+// weight_dtypes: its initial rows are sdk::QuantizeRow of the float32
+// initial weights (byte for byte), table_info reports the row size, raw rows
+// round-trip, and every pooling over the dequantized rows equals the
+// reference. Quantized tables are for inference: optimizer none.
+void CheckQuantized(const ComponentRef& ref, const OptionList& options, DLDevice device,
+                    sdk::RowQuantization q, Recorder& rec) {
+  const std::string name = sdk::QuantName(q);
+  const std::string tag = " (" + name + " tables)";
+  std::vector<sr_kernel_table> descs = {TableDesc("q0", 23, 5, kF32, 11, 40, 3), TableDesc("q1", 17, 3, kF32, 12, 0, 0)};
+  for (auto& d : descs) {
+    d.struct_size = SR_STRUCT_SIZE(sr_kernel_table, row_quantization);
+    d.weight_dtype = DLDataType{kDLUInt, 8, 1};
+    d.row_quantization = static_cast<int32_t>(q);
+  }
+  auto k = Kernel::Create(ref, descs, SR_OPTIMIZER_NONE, {}, options, device);
+  if (!rec.ExpectOk(k.status(), "create two " + name + " tables of dims 5 and 3 (optimizer none)")) return;
+  std::vector<RefTable> tables;
+  for (int32_t t = 0; t < 2; ++t) {
+    const sr_kernel_table& d = descs[static_cast<size_t>(t)];
+    const int64_t row_bytes = sdk::QuantRowBytes(q, d.dim);
+    const std::string ttag = " (" + name + " table " + d.name + ")";
+    auto info = k->TableInfo(t);
+    if (!rec.ExpectOk(info.status(), "get_table_info" + ttag)) return;
+    if (!rec.Expect(info->row_bytes == row_bytes && info->row_quantization == static_cast<int32_t>(q),
+                    "get_table_info reports the quantized row size and kind" + ttag,
+                    "row_bytes " + std::to_string(info->row_bytes) + ", expected " + std::to_string(row_bytes))) {
+      return;
+    }
+    std::vector<int64_t> rows(static_cast<size_t>(d.num_rows));
+    for (int64_t r = 0; r < d.num_rows; ++r) rows[static_cast<size_t>(r)] = r;
+    std::vector<uint8_t> raw(static_cast<size_t>(d.num_rows * row_bytes), 0xAB);
+    HostTensor rows_t(rows.data(), kI64, {d.num_rows});
+    HostTensor w(raw.data(), DLDataType{kDLUInt, 8, 1}, {d.num_rows, row_bytes});
+    sr_kernel_rows_args a{};
+    a.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
+    a.table = t;
+    a.rows = &rows_t.t;
+    a.weights = &w.t;
+    if (!rec.ExpectOk(k->ReadRows(a), "read_rows of raw quantized rows" + ttag)) return;
+    // The float32 initial table the SDK defines, quantized by the SDK.
+    sr_kernel_table f32 = d;
+    f32.struct_size = SR_STRUCT_SIZE(sr_kernel_table, global_col_offset);
+    f32.weight_dtype = kF32;
+    const RefTable initial = reference::InitialTable(f32, reference::DefaultOptimizer(SR_OPTIMIZER_NONE));
+    std::vector<uint8_t> want(raw.size());
+    for (int64_t r = 0; r < d.num_rows; ++r) {
+      sdk::QuantizeRow(q, &initial.weights[static_cast<size_t>(r * d.dim)], d.dim, want.data() + r * row_bytes);
+    }
+    if (!rec.Expect(raw == want, "initial rows are the float32 initial weights quantized by sdk::QuantizeRow" + ttag,
+                    "table " + std::to_string(t) + " differs")) {
+      return;
+    }
+    if (!rec.ExpectOk(k->WriteRows(a), "write_rows of raw quantized rows" + ttag)) return;
+    RefTable deq;
+    deq.num_rows = d.num_rows;
+    deq.dim = d.dim;
+    deq.weights.resize(static_cast<size_t>(d.num_rows * d.dim));
+    for (int64_t r = 0; r < d.num_rows; ++r) {
+      for (int64_t c = 0; c < d.dim; ++c) deq.W(r, c) = sdk::Dequantize(q, raw.data() + r * row_bytes, c);
+    }
+    tables.push_back(std::move(deq));
+  }
+  CheckPooledForward(*k, tables, SR_POOLING_SUM, false, "forward sum over dequantized rows" + tag, rec);
+  CheckPooledForward(*k, tables, SR_POOLING_SUM, true, "forward sum with per-id weights over dequantized rows" + tag,
+                     rec);
+  CheckPooledForward(*k, tables, SR_POOLING_MEAN, true, "forward mean with per-id weights over dequantized rows" + tag,
+                     rec);
+  std::mt19937_64 rng(7);
+  RefLookup l;
+  AddFeature(l, rng, 1, SR_POOLING_NONE, {2, 0, 3}, 17, 0, 0, false);
+  GuardedOutput out(5, 4);
+  const std::string what = "forward pooling none over dequantized rows" + tag;
+  if (rec.ExpectOk(RunForward(*k, l, out, SR_BOUNDS_CHECK_FATAL), what)) {
+    const Reference e = Expected(tables, l, 5, 4);
+    const std::string diff = out.Compare(e.values, e.magnitude);
+    rec.Expect(diff.empty(), what, diff);
+  }
+  // Training a quantized table is refused.
+  auto trained = Kernel::Create(ref, descs, SR_OPTIMIZER_SGD, {{"learning_rate", "0.1"}}, options, device);
+  rec.Expect(!trained.ok() && trained.status().code() == SR_INVALID_ARGUMENT,
+             "create refuses " + name + " tables with an optimizer (INVALID_ARGUMENT)",
+             trained.ok() ? "it was created" : trained.status().ToString());
+}
+
 }  // namespace
 
 void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& rec) {
@@ -360,6 +446,19 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
     } else {
       rec.Skip("forward pooling none" + tag, "pooling none is not declared");
     }
+  }
+
+  for (const auto q : {sdk::RowQuantization::kInt8, sdk::RowQuantization::kInt4, sdk::RowQuantization::kInt2}) {
+    if (caps.dtypes.count(sdk::QuantName(q)) == 0) {
+      rec.Skip(std::string("quantized rows (") + sdk::QuantName(q) + ")",
+               std::string("weight dtype ") + sdk::QuantName(q) + " is not declared");
+      continue;
+    }
+    if (caps.optimizers.count("none") == 0) {
+      rec.Skip(std::string("quantized rows (") + sdk::QuantName(q) + ")", "optimizer none is not declared");
+      continue;
+    }
+    CheckQuantized(ref, options, device, q, rec);
   }
 
   // The rest on one float32 kernel: t0 20 x 6, t1 10 x 4.
