@@ -257,29 +257,29 @@ Status Backward(const Kernel& k, const reference::RefLookup& l, std::vector<floa
   return k.Backward(b);
 }
 
-std::vector<uint8_t> ReadRawRows(const Kernel& k, int64_t rows, int64_t row_bytes) {
-  std::vector<uint8_t> raw(static_cast<size_t>(rows * row_bytes), 0xAB);
+namespace {
+// read_rows (write = false) or write_rows of raw rows [0, rows) of table 0.
+Status RawRows(const Kernel& k, const void* raw, int64_t rows, int64_t row_bytes, bool write) {
   const std::vector<int64_t> ids = Iota(rows);
   Tensor rows_t(ids.data(), DLDataType{kDLInt, 64, 1}, {rows});
-  Tensor w(raw.data(), DLDataType{kDLUInt, 8, 1}, {rows, row_bytes});
+  Tensor w(raw, DLDataType{kDLUInt, 8, 1}, {rows, row_bytes});
   sr_kernel_rows_args a{};
   a.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
   a.rows = rows_t.get();
   a.weights = w.get();
-  const Status s = k.ReadRows(a);
+  return write ? k.WriteRows(a) : k.ReadRows(a);
+}
+}  // namespace
+
+std::vector<uint8_t> ReadRawRows(const Kernel& k, int64_t rows, int64_t row_bytes) {
+  std::vector<uint8_t> raw(static_cast<size_t>(rows * row_bytes), 0xAB);
+  const Status s = RawRows(k, raw.data(), rows, row_bytes, /*write=*/false);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return raw;
 }
 
 Status WriteRawRows(const Kernel& k, const std::vector<uint8_t>& raw, int64_t rows, int64_t row_bytes) {
-  const std::vector<int64_t> ids = Iota(rows);
-  Tensor rows_t(ids.data(), DLDataType{kDLInt, 64, 1}, {rows});
-  Tensor w(raw.data(), DLDataType{kDLUInt, 8, 1}, {rows, row_bytes});
-  sr_kernel_rows_args a{};
-  a.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
-  a.rows = rows_t.get();
-  a.weights = w.get();
-  return k.WriteRows(a);
+  return RawRows(k, raw.data(), rows, row_bytes, /*write=*/true);
 }
 
 reference::RefTable ReadTable(const Kernel& k, int32_t table) {

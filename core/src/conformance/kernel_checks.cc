@@ -251,6 +251,17 @@ void AddFeature(RefLookup& l, std::mt19937_64& rng, int32_t table, int32_t pooli
   l.AddFeature(table, pooling, lengths, ids, out_row, out_col, weights);
 }
 
+// Forward of `l` into a guarded [rows, cols] output equals the reference
+// over `tables` (bounds check FATAL).
+void CheckForward(const Kernel& k, const std::vector<RefTable>& tables, const RefLookup& l, int64_t rows,
+                  int64_t cols, const std::string& what, Recorder& rec) {
+  GuardedOutput out(rows, cols);
+  if (!rec.ExpectOk(RunForward(k, l, out, SR_BOUNDS_CHECK_FATAL), what)) return;
+  const Reference e = Expected(tables, l, rows, cols);
+  const std::string diff = out.Compare(e.values, e.magnitude);
+  rec.Expect(diff.empty(), what, diff);
+}
+
 // Forward on tables t0 (dim 5) and t1 (dim 3) with `pooling`: feature 0 on
 // t0 (4 bags, the second empty), feature 1 on t1 (3 bags) at column 6,
 // into a [rows, 9] output whose column 5 nobody writes.
@@ -260,12 +271,7 @@ void CheckPooledForward(const Kernel& k, const std::vector<RefTable>& tables, in
   RefLookup l;
   AddFeature(l, rng, 0, pooling, {3, 0, 5, 1}, tables[0].num_rows, 0, 0, weighted);
   AddFeature(l, rng, 1, pooling, {2, 4, 2}, tables[1].num_rows, 1, 6, weighted);
-  GuardedOutput out(5, 9);
-  const Status s = RunForward(k, l, out, SR_BOUNDS_CHECK_FATAL);
-  if (!rec.ExpectOk(s, what)) return;
-  const Reference e = Expected(tables, l, 5, 9);
-  const std::string diff = out.Compare(e.values, e.magnitude);
-  rec.Expect(diff.empty(), what, diff);
+  CheckForward(k, tables, l, 5, 9, what, rec);
 }
 
 // Quantized rows (ABI 1.4), for a kernel that declares `name` among its
@@ -339,13 +345,7 @@ void CheckQuantized(const ComponentRef& ref, const OptionList& options, DLDevice
   std::mt19937_64 rng(7);
   RefLookup l;
   AddFeature(l, rng, 1, SR_POOLING_NONE, {2, 0, 3}, 17, 0, 0, false);
-  GuardedOutput out(5, 4);
-  const std::string what = "forward pooling none over dequantized rows" + tag;
-  if (rec.ExpectOk(RunForward(*k, l, out, SR_BOUNDS_CHECK_FATAL), what)) {
-    const Reference e = Expected(tables, l, 5, 4);
-    const std::string diff = out.Compare(e.values, e.magnitude);
-    rec.Expect(diff.empty(), what, diff);
-  }
+  CheckForward(*k, tables, l, 5, 4, "forward pooling none over dequantized rows" + tag, rec);
   // Training a quantized table is refused.
   auto trained = Kernel::Create(ref, descs, SR_OPTIMIZER_SGD, {{"learning_rate", "0.1"}}, options, device);
   rec.Expect(!trained.ok() && trained.status().code() == SR_INVALID_ARGUMENT,
@@ -436,13 +436,7 @@ void CheckKernel(const ComponentRef& ref, const OptionList& options, Recorder& r
       RefLookup l;
       AddFeature(l, rng, 1, SR_POOLING_NONE, {2, 0, 3}, 17, 1, 2, false);
       AddFeature(l, rng, 0, SR_POOLING_SUM, {2, 2}, 23, 0, 6, false);
-      GuardedOutput out(6, 11);
-      const std::string what = "forward pooling none: one row per id" + tag;
-      if (rec.ExpectOk(RunForward(*k, l, out, SR_BOUNDS_CHECK_FATAL), what)) {
-        const Reference e = Expected(tables, l, 6, 11);
-        const std::string diff = out.Compare(e.values, e.magnitude);
-        rec.Expect(diff.empty(), what, diff);
-      }
+      CheckForward(*k, tables, l, 6, 11, "forward pooling none: one row per id" + tag, rec);
     } else {
       rec.Skip("forward pooling none" + tag, "pooling none is not declared");
     }
