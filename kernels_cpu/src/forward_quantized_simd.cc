@@ -5,7 +5,7 @@
 //
 // Each value dequantizes as it is read, in float32, exactly as the SDK's
 // scalar sdk::Dequantize does: v = scale * q + bias. Pooled, per bag:
-//   for col0 in steps of 8 vectors (then 4, 2, 1, then a padded tail):
+//   for col0 in steps of 8 vectors (then 1, then a padded tail):
 //     acc[0:8] = 0                                    // registers
 //     for i in ids(bag): r = indices[i] (skipped when invalid and checked)
 //       v = fma(scale_r, float(q[r, col0 ...]), bias_r)
@@ -15,6 +15,7 @@
 // a lookup bound by memory moves that much less; INT4 and INT2 values are
 // unpacked to bytes per vector first.
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 
 #include "forward.h"
@@ -32,6 +33,9 @@ namespace shardrec::kernel_cpu::HWY_NAMESPACE {
 namespace {
 
 using sdk::RowQuantization;
+
+// The in-register unpacking reads wider lanes back as bytes in element order.
+static_assert(std::endian::native == std::endian::little, "the INT4/INT2 unpacking assumes little-endian lanes");
 
 // Quantized values [col, col + count) of a row's packed data, widened to
 // float32 (lanes past count are zero). count <= Lanes(d). A full vector is

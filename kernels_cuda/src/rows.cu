@@ -57,13 +57,20 @@ __global__ void InitQuantizedRowsKernel(DeviceTable t, const int64_t* rows, int6
     uint8_t* row = static_cast<uint8_t*>(t.weights) + r * t.row_bytes;
     reinterpret_cast<__half*>(row)[0] = scale_h;
     reinterpret_cast<__half*>(row)[1] = bias_h;
-    for (int64_t b = 4; b < t.row_bytes; ++b) row[b] = 0;
+    // Each byte is built in a register and stored once (padding as 0): a
+    // reset listing a row twice has two threads write the same bytes, which
+    // a read-modify-write of shared nibbles would corrupt.
     const float inverse = __fdiv_rn(1.0f, scale);
     const int per_byte = 8 / t.quant_bits;
-    for (int64_t c = 0; c < t.dim; ++c) {
-      const float v = fminf(fmaxf(rintf(__fmul_rn(__fsub_rn(weight(c), bias), inverse)), 0.0f), levels);
-      const int64_t byte = 4 + c / per_byte;
-      row[byte] = static_cast<uint8_t>(row[byte] | (static_cast<uint32_t>(v) << ((c % per_byte) * t.quant_bits)));
+    for (int64_t b = 0; b + 4 < t.row_bytes; ++b) {
+      uint32_t byte = 0;
+      for (int e = 0; e < per_byte; ++e) {
+        const int64_t c = b * per_byte + e;
+        if (c >= t.dim) break;
+        const float v = fminf(fmaxf(rintf(__fmul_rn(__fsub_rn(weight(c), bias), inverse)), 0.0f), levels);
+        byte |= static_cast<uint32_t>(v) << (e * t.quant_bits);
+      }
+      row[4 + b] = static_cast<uint8_t>(byte);
     }
   }
 }

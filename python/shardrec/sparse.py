@@ -101,7 +101,9 @@ class KeyedJaggedTensor:
     def _versions(self):
         """In-place changes so far to the tensors the C++ KJT borrows."""
         self.impl()
-        return [t._version for t in self._shared]
+        # Inference tensors have no version counter; they cannot be changed
+        # in place outside inference mode either.
+        return [0 if t.is_inference() else t._version for t in self._shared]
 
     def __repr__(self):
         return "KeyedJaggedTensor(keys=%s, values=%d ids%s)" % (

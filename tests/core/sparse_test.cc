@@ -73,6 +73,12 @@ TEST(Kjt, BorrowedIdsAreSharedNotCopied) {
   EXPECT_EQ(kjt.values(), (V{0, 1, 2, 3, 4, 5, 6, 7})) << "replacing a copy's ids leaves the original's";
   EXPECT_EQ(kjt.Feature(1).values.data<int64_t>()[4], 7);
 
+  SharedArray<int64_t> moved = kjt.values();
+  SharedArray<int64_t> target = std::move(moved);
+  EXPECT_TRUE(moved.empty()) << "a moved-from array is empty, not a view of memory it no longer keeps";  // NOLINT
+  EXPECT_EQ(moved.data(), nullptr);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(target.data(), where);
+  target = SharedArray<int64_t>();
   kjt = KeyedJaggedTensor();
   EXPECT_TRUE(watch.expired()) << "the last KJT sharing the ids releases their owner";
 }

@@ -196,6 +196,9 @@ TEST(Quantized, RefusalsNameTheTable) {
   TableSpec unknown = q;
   unknown.row_quantization = 9;
   expect_refused(unknown, SR_OPTIMIZER_NONE, "row_quantization 9 is not one of");
+  TableSpec huge = q;
+  huge.init_min = -1e5;
+  expect_refused(huge, SR_OPTIMIZER_NONE, "outside fp16's [-65504, 65504]");
   // uint8 without a quantization is not a weight type.
   TableSpec plain = q;
   plain.row_quantization = SR_ROW_QUANT_NONE;

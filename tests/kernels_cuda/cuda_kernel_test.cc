@@ -326,8 +326,9 @@ TEST(CudaKernelOnGpu, QuantizedTablesMatchTheCpuKernel) {
       ASSERT_TRUE(WriteRawRows(*cpu, raw, 50, rb).ok());
       ASSERT_TRUE(WriteRawRows(*gpu, raw, 50, rb).ok());
       EXPECT_EQ(ReadRawRows(*gpu, 50, rb), raw) << what;
-      std::vector<int64_t> reset = {0, 17, 49};
-      Tensor reset_t(reset.data(), {kDLInt, 64, 1}, {3});
+      // Row 17 twice: both resets write its packed bytes.
+      std::vector<int64_t> reset = {0, 17, 49, 17};
+      Tensor reset_t(reset.data(), {kDLInt, 64, 1}, {4});
       for (const Kernel* k : {&*cpu, &*gpu}) {
         sr_kernel_rows_args r{};
         r.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);

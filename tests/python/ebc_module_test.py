@@ -245,6 +245,10 @@ class EbcMatchesTorch(unittest.TestCase):
             torch.testing.assert_close(v, before[k])
         # A fresh forward on the changed ids trains as usual.
         ebc(kjt).values().sum().backward()
+        # Ids made under inference_mode have no version counter; they train too.
+        with torch.inference_mode():
+            frozen = values.clone()
+        ebc(shardrec.KeyedJaggedTensor(["f0", "f1"], frozen, lengths=lengths)).values().sum().backward()
         self.assertFalse(torch.equal(ebc.state_dict()["embedding_bags.t0.weight"],
                                      before["embedding_bags.t0.weight"]))
 

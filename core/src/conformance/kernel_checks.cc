@@ -346,6 +346,35 @@ void CheckQuantized(const ComponentRef& ref, const OptionList& options, DLDevice
   RefLookup l;
   AddFeature(l, rng, 1, SR_POOLING_NONE, {2, 0, 3}, 17, 0, 0, false);
   CheckForward(*k, tables, l, 5, 4, "forward pooling none over dequantized rows" + tag, rec);
+  // A wide row (dim 70): whole SIMD vectors and warps of values, then a tail.
+  {
+    sr_kernel_table wide = TableDesc("q_wide", 9, 70, kF32, 13, 0, 0);
+    wide.struct_size = SR_STRUCT_SIZE(sr_kernel_table, row_quantization);
+    wide.weight_dtype = DLDataType{kDLUInt, 8, 1};
+    wide.row_quantization = static_cast<int32_t>(q);
+    auto kw = Kernel::Create(ref, {wide}, SR_OPTIMIZER_NONE, {}, options, device);
+    const std::string what = "forward sum with per-id weights over dequantized rows of dim 70" + tag;
+    if (rec.ExpectOk(kw.status(), "create an " + name + " table of dim 70")) {
+      sr_kernel_table f32 = wide;
+      f32.struct_size = SR_STRUCT_SIZE(sr_kernel_table, global_col_offset);
+      f32.weight_dtype = kF32;
+      const RefTable initial = reference::InitialTable(f32, reference::DefaultOptimizer(SR_OPTIMIZER_NONE));
+      const int64_t row_bytes = sdk::QuantRowBytes(q, 70);
+      std::vector<uint8_t> raw(static_cast<size_t>(9 * row_bytes));
+      RefTable deq;
+      deq.num_rows = 9;
+      deq.dim = 70;
+      deq.weights.resize(9 * 70);
+      for (int64_t r = 0; r < 9; ++r) {
+        sdk::QuantizeRow(q, &initial.weights[static_cast<size_t>(r * 70)], 70, raw.data() + r * row_bytes);
+        for (int64_t c = 0; c < 70; ++c) deq.W(r, c) = sdk::Dequantize(q, raw.data() + r * row_bytes, c);
+      }
+      std::mt19937_64 wide_rng(3);
+      RefLookup wl;
+      AddFeature(wl, wide_rng, 0, SR_POOLING_SUM, {3, 1, 0, 4}, 9, 0, 0, true);
+      CheckForward(*kw, {deq}, wl, 4, 70, what, rec);
+    }
+  }
   // Training a quantized table is refused.
   auto trained = Kernel::Create(ref, descs, SR_OPTIMIZER_SGD, {{"learning_rate", "0.1"}}, options, device);
   rec.Expect(!trained.ok() && trained.status().code() == SR_INVALID_ARGUMENT,

@@ -110,6 +110,12 @@ inline KernelTableSpec CheckKernelTable(const sr_kernel_table& d, size_t index,
   if (d.global_row_offset < 0 || d.global_col_offset < 0) {
     throw InvalidArgument(who + ": negative global_row_offset or global_col_offset");
   }
+  // A quantized row keeps its bias and scale in fp16: initial weights
+  // beyond its range would quantize to inf and NaN.
+  if (t.type == WeightDType::kRowQuantized && (d.init_min < -65504.0 || d.init_max > 65504.0)) {
+    throw InvalidArgument(who + ": init range [" + std::to_string(d.init_min) + ", " + std::to_string(d.init_max) +
+                          "] is outside fp16's [-65504, 65504], where quantized rows keep their scale and bias");
+  }
   t.init_min = d.init_min;
   t.init_max = d.init_max;
   t.init_seed = d.init_seed;

@@ -106,7 +106,8 @@ inline void QuantizeRow(RowQuantization q, const float* x, int64_t dim, uint8_t*
   uint8_t* data = row + kQuantScaleBiasBytes;
   for (int64_t i = 0; i < dim; ++i) {
     const float v = std::nearbyint((x[i] - bias) * inverse);
-    const auto qv = static_cast<uint32_t>(std::clamp(v, 0.0f, levels));
+    // NaN (a row beyond fp16's range: bias -inf) becomes 0, as CUDA's fmaxf does.
+    const auto qv = static_cast<uint32_t>(v >= 0.0f ? std::min(v, levels) : 0.0f);
     switch (q) {
       case RowQuantization::kInt8: data[i] = static_cast<uint8_t>(qv); break;
       case RowQuantization::kInt4: data[i >> 1] = static_cast<uint8_t>(data[i >> 1] | (qv << ((i & 1) * 4))); break;

@@ -26,6 +26,19 @@ class SharedArray {
   using iterator = const T*;  // read-only either way
 
   SharedArray() = default;
+  SharedArray(const SharedArray&) = default;
+  SharedArray& operator=(const SharedArray&) = default;
+  // A moved-from array is empty (not a view of memory it no longer keeps).
+  SharedArray(SharedArray&& o) noexcept
+      : owner_(std::move(o.owner_)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)),
+        owns_vector_(std::exchange(o.owns_vector_, false)) {}
+  SharedArray& operator=(SharedArray&& o) noexcept {
+    owner_ = std::move(o.owner_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    owns_vector_ = std::exchange(o.owns_vector_, false);
+    return *this;
+  }
   // Owning: takes the vector (implicit, so every factory taking a vector
   // still takes one).
   SharedArray(std::vector<T> v)  // NOLINT(google-explicit-constructor)
