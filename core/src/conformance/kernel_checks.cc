@@ -274,6 +274,43 @@ void CheckPooledForward(const Kernel& k, const std::vector<RefTable>& tables, in
   CheckForward(k, tables, l, 5, 9, what, rec);
 }
 
+// A quantized table's descriptor (ABI 1.4): uint8 rows of kind `q`.
+sr_kernel_table QuantizedDesc(const char* name, int64_t rows, int64_t dim, uint64_t seed, int64_t row_offset,
+                              int64_t col_offset, sdk::RowQuantization q) {
+  sr_kernel_table d = TableDesc(name, rows, dim, DLDataType{kDLUInt, 8, 1}, seed, row_offset, col_offset);
+  d.struct_size = SR_STRUCT_SIZE(sr_kernel_table, row_quantization);
+  d.row_quantization = static_cast<int32_t>(q);
+  return d;
+}
+
+// The rows a quantized table starts with: the SDK's float32 initial weights
+// of its descriptor, quantized by sdk::QuantizeRow.
+std::vector<uint8_t> InitialQuantizedRows(const sr_kernel_table& d, sdk::RowQuantization q) {
+  sr_kernel_table f32 = d;
+  f32.struct_size = SR_STRUCT_SIZE(sr_kernel_table, global_col_offset);
+  f32.weight_dtype = kF32;
+  const RefTable initial = reference::InitialTable(f32, reference::DefaultOptimizer(SR_OPTIMIZER_NONE));
+  const int64_t row_bytes = sdk::QuantRowBytes(q, d.dim);
+  std::vector<uint8_t> raw(static_cast<size_t>(d.num_rows * row_bytes));
+  for (int64_t r = 0; r < d.num_rows; ++r) {
+    sdk::QuantizeRow(q, &initial.weights[static_cast<size_t>(r * d.dim)], d.dim, raw.data() + r * row_bytes);
+  }
+  return raw;
+}
+
+// Raw quantized rows as the reference's float32 table.
+RefTable Dequantized(sdk::RowQuantization q, const std::vector<uint8_t>& raw, int64_t rows, int64_t dim) {
+  RefTable t;
+  t.num_rows = rows;
+  t.dim = dim;
+  t.weights.resize(static_cast<size_t>(rows * dim));
+  const int64_t row_bytes = sdk::QuantRowBytes(q, dim);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < dim; ++c) t.W(r, c) = sdk::Dequantize(q, raw.data() + r * row_bytes, c);
+  }
+  return t;
+}
+
 // Quantized rows (ABI 1.4), for a kernel that declares `name` among its
 // weight_dtypes: its initial rows are sdk::QuantizeRow of the float32
 // initial weights (byte for byte), table_info reports the row size, raw rows
@@ -283,12 +320,8 @@ void CheckQuantized(const ComponentRef& ref, const OptionList& options, DLDevice
                     sdk::RowQuantization q, Recorder& rec) {
   const std::string name = sdk::QuantName(q);
   const std::string tag = " (" + name + " tables)";
-  std::vector<sr_kernel_table> descs = {TableDesc("q0", 23, 5, kF32, 11, 40, 3), TableDesc("q1", 17, 3, kF32, 12, 0, 0)};
-  for (auto& d : descs) {
-    d.struct_size = SR_STRUCT_SIZE(sr_kernel_table, row_quantization);
-    d.weight_dtype = DLDataType{kDLUInt, 8, 1};
-    d.row_quantization = static_cast<int32_t>(q);
-  }
+  const std::vector<sr_kernel_table> descs = {QuantizedDesc("q0", 23, 5, 11, 40, 3, q),
+                                              QuantizedDesc("q1", 17, 3, 12, 0, 0, q)};
   auto k = Kernel::Create(ref, descs, SR_OPTIMIZER_NONE, {}, options, device);
   if (!rec.ExpectOk(k.status(), "create two " + name + " tables of dims 5 and 3 (optimizer none)")) return;
   std::vector<RefTable> tables;
@@ -314,28 +347,12 @@ void CheckQuantized(const ComponentRef& ref, const OptionList& options, DLDevice
     a.rows = &rows_t.t;
     a.weights = &w.t;
     if (!rec.ExpectOk(k->ReadRows(a), "read_rows of raw quantized rows" + ttag)) return;
-    // The float32 initial table the SDK defines, quantized by the SDK.
-    sr_kernel_table f32 = d;
-    f32.struct_size = SR_STRUCT_SIZE(sr_kernel_table, global_col_offset);
-    f32.weight_dtype = kF32;
-    const RefTable initial = reference::InitialTable(f32, reference::DefaultOptimizer(SR_OPTIMIZER_NONE));
-    std::vector<uint8_t> want(raw.size());
-    for (int64_t r = 0; r < d.num_rows; ++r) {
-      sdk::QuantizeRow(q, &initial.weights[static_cast<size_t>(r * d.dim)], d.dim, want.data() + r * row_bytes);
-    }
-    if (!rec.Expect(raw == want, "initial rows are the float32 initial weights quantized by sdk::QuantizeRow" + ttag,
+    if (!rec.Expect(raw == InitialQuantizedRows(d, q), "initial rows are the float32 initial weights quantized by sdk::QuantizeRow" + ttag,
                     "table " + std::to_string(t) + " differs")) {
       return;
     }
     if (!rec.ExpectOk(k->WriteRows(a), "write_rows of raw quantized rows" + ttag)) return;
-    RefTable deq;
-    deq.num_rows = d.num_rows;
-    deq.dim = d.dim;
-    deq.weights.resize(static_cast<size_t>(d.num_rows * d.dim));
-    for (int64_t r = 0; r < d.num_rows; ++r) {
-      for (int64_t c = 0; c < d.dim; ++c) deq.W(r, c) = sdk::Dequantize(q, raw.data() + r * row_bytes, c);
-    }
-    tables.push_back(std::move(deq));
+    tables.push_back(Dequantized(q, raw, d.num_rows, d.dim));
   }
   CheckPooledForward(*k, tables, SR_POOLING_SUM, false, "forward sum over dequantized rows" + tag, rec);
   CheckPooledForward(*k, tables, SR_POOLING_SUM, true, "forward sum with per-id weights over dequantized rows" + tag,
@@ -348,27 +365,11 @@ void CheckQuantized(const ComponentRef& ref, const OptionList& options, DLDevice
   CheckForward(*k, tables, l, 5, 4, "forward pooling none over dequantized rows" + tag, rec);
   // A wide row (dim 70): whole SIMD vectors and warps of values, then a tail.
   {
-    sr_kernel_table wide = TableDesc("q_wide", 9, 70, kF32, 13, 0, 0);
-    wide.struct_size = SR_STRUCT_SIZE(sr_kernel_table, row_quantization);
-    wide.weight_dtype = DLDataType{kDLUInt, 8, 1};
-    wide.row_quantization = static_cast<int32_t>(q);
+    const sr_kernel_table wide = QuantizedDesc("q_wide", 9, 70, 13, 0, 0, q);
     auto kw = Kernel::Create(ref, {wide}, SR_OPTIMIZER_NONE, {}, options, device);
     const std::string what = "forward sum with per-id weights over dequantized rows of dim 70" + tag;
     if (rec.ExpectOk(kw.status(), "create an " + name + " table of dim 70")) {
-      sr_kernel_table f32 = wide;
-      f32.struct_size = SR_STRUCT_SIZE(sr_kernel_table, global_col_offset);
-      f32.weight_dtype = kF32;
-      const RefTable initial = reference::InitialTable(f32, reference::DefaultOptimizer(SR_OPTIMIZER_NONE));
-      const int64_t row_bytes = sdk::QuantRowBytes(q, 70);
-      std::vector<uint8_t> raw(static_cast<size_t>(9 * row_bytes));
-      RefTable deq;
-      deq.num_rows = 9;
-      deq.dim = 70;
-      deq.weights.resize(9 * 70);
-      for (int64_t r = 0; r < 9; ++r) {
-        sdk::QuantizeRow(q, &initial.weights[static_cast<size_t>(r * 70)], 70, raw.data() + r * row_bytes);
-        for (int64_t c = 0; c < 70; ++c) deq.W(r, c) = sdk::Dequantize(q, raw.data() + r * row_bytes, c);
-      }
+      const RefTable deq = Dequantized(q, InitialQuantizedRows(wide, q), 9, 70);
       std::mt19937_64 wide_rng(3);
       RefLookup wl;
       AddFeature(wl, wide_rng, 0, SR_POOLING_SUM, {3, 1, 0, 4}, 9, 0, 0, true);
