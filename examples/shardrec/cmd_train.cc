@@ -534,6 +534,8 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
       if (model) {
         dense = model->CheckpointState();
         req.dense = &dense;
+        // What `shardrec export` and `infer` rebuild the dense half from.
+        req.extra["model"] = model->config().ToJson();
       }
       SR_ASSIGN_OR_RETURN(SavedCheckpoint saved, SaveCheckpoint(ebc.tables(), req, mc ? &mc->collection() : nullptr));
       const double save_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_save).count();

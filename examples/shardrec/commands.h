@@ -31,5 +31,7 @@ int RunCodec(const std::vector<std::string>& args);         // codec
 int RunPlan(const std::vector<std::string>& args);          // plan
 int RunBenchTopology(const std::vector<std::string>& args); // bench topology
 int RunBenchPlanner(const std::vector<std::string>& args);  // bench planner
+int RunExport(const std::vector<std::string>& args);        // export
+int RunInfer(const std::vector<std::string>& args);         // infer
 
 }  // namespace shardrec::cli

@@ -30,7 +30,10 @@ import shardrec
 from . import _shardrec, distributed
 from .sparse import JaggedTensor, KeyedJaggedTensor, KeyedTensor
 
-_TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+_TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+                 # Row-wise quantized tables show their weights dequantized.
+                 "int8": torch.float32, "int4": torch.float32, "int2": torch.float32}
+_QUANTIZED = ("int8", "int4", "int2")
 _save_serial = itertools.count()
 
 
@@ -249,11 +252,19 @@ class _Unsharded(_FusedModule):
         self._impl = impl_class(shardrec.plugins(), json.dumps({"tables": self._configs}), kernel,
                                 _options(kernel_options), self._optimizer, int(init_seed), bounds_check, int(device))
 
+    def _quantized(self, table):
+        return any(c["name"] == table and c.get("data_type") in _QUANTIZED for c in self._configs)
+
     def _read_weights(self, table):
+        if self._quantized(table):
+            return dlpack.from_dlpack(self._impl.read_float_weights(table))
         return dlpack.from_dlpack(self._impl.read_weights(table))
 
     def _write_weights(self, table, weights):
-        self._impl.write_weights(table, dlpack.to_dlpack(weights))
+        if self._quantized(table):
+            self._impl.write_float_weights(table, dlpack.to_dlpack(weights))
+        else:
+            self._impl.write_weights(table, dlpack.to_dlpack(weights))
 
     def optimizer_state(self, table):
         """A copy of its fused optimizer's state, float32 [num_embeddings, state columns]."""
@@ -306,6 +317,51 @@ class EmbeddingBagCollection(_Pooled, _Unsharded):
 
     def _backward(self, kjt, grads, features):
         self._impl.backward(kjt.impl(), dlpack.to_dlpack(grads[0]), self._iteration, math.nan)
+
+
+class QuantEmbeddingBagCollection(EmbeddingBagCollection):
+    """TorchRec's QuantEmbeddingBagCollection: pooled tables served from
+    row-wise quantized rows, for inference only (no optimizer, no backward).
+
+    data_type: every table's type, "int8", "int4" or "int2" (a fp16 scale
+    and bias per row beside the packed values, FBGEMM's IntN layout), or
+    "fp16"; per_table: {table: type} overrides. forward(kjt) -> KeyedTensor
+    [B, sum of dims], each value dequantized as scale * q + bias.
+    weight(table) is the dequantized float32 table; packed_weight(table) its
+    raw rows, uint8 [num_embeddings, row bytes]. quantize(trained) makes one
+    from a trained EmbeddingBagCollection (or any module with
+    embedding_configs() and weight()).
+    """
+
+    def __init__(self, tables, data_type="int8", per_table=None, is_weighted=False, kernel="cpu",
+                 kernel_options=None, bounds_check="fatal", device=-1):
+        configs = [table_config(t, is_weighted) for t in tables]
+        per_table = dict(per_table or {})
+        names = {c["name"] for c in configs}
+        unknown = sorted(set(per_table) - names)
+        if unknown:
+            raise shardrec._error(shardrec.InvalidArgumentError, "INVALID_ARGUMENT",
+                                  "per_table names no table %s (tables: %s)" % (unknown, ", ".join(sorted(names))))
+        for c in configs:
+            c["data_type"] = _enum_name(per_table.get(c["name"], data_type))
+        super().__init__(configs, is_weighted=is_weighted, optimizer=None, kernel=kernel,
+                         kernel_options=kernel_options, bounds_check=bounds_check, device=device)
+
+    @classmethod
+    def quantize(cls, trained, data_type="int8", per_table=None, kernel="cpu", kernel_options=None):
+        """The trained module's tables in `data_type` (per_table: overrides)."""
+        configs = trained.embedding_configs()
+        weighted = any(c.get("is_weighted") for c in configs)
+        made = cls(configs, data_type=data_type, per_table=per_table, is_weighted=weighted, kernel=kernel,
+                   kernel_options=kernel_options)
+        for c in configs:
+            weights = trained.weight(c["name"]).detach().to("cpu", torch.float32).contiguous()
+            made._impl.write_float_weights(c["name"], dlpack.to_dlpack(weights))  # quantized or cast by the core
+        return made
+
+    def packed_weight(self, table):
+        """The raw rows of a quantized table, uint8 [num_embeddings, row bytes]."""
+        return dlpack.from_dlpack(self._impl.read_weights(table))
 
 
 class EmbeddingCollection(_Sequence, _Unsharded):

@@ -9,6 +9,7 @@
 
 #include "dlpack_capsule.h"
 #include "shardrec/core/checkpoint/checkpoint.h"
+#include "shardrec/core/modules/table_weights.h"
 #include "status_error.h"
 
 namespace shardrec::python {
@@ -39,6 +40,20 @@ void BindTableAccess(pybind11::class_<Module, Extra...>& cls) {
       .def("write_weights",
            [index](const Module& m, const std::string& table, const py::capsule& weights) {
              Check(m.tables().WriteWeights(index(m, table), TensorFromCapsule(weights, table)));
+           })
+      // Float32 [rows, dim] whatever the table's type: a quantized table's
+      // rows dequantized on read and quantized on write (table_weights.h).
+      .def("read_float_weights",
+           [index](const Module& m, const std::string& table) {
+             const int32_t t = index(m, table);
+             const Tensor stored = Unwrap(m.tables().ReadWeights(t));
+             return CapsuleFromTensor(Unwrap(DecodeWeights(stored, m.tables().configs()[static_cast<size_t>(t)], table)));
+           })
+      .def("write_float_weights",
+           [index](const Module& m, const std::string& table, const py::capsule& weights) {
+             const int32_t t = index(m, table);
+             const Tensor f32 = TensorFromCapsule(weights, table);
+             Check(m.tables().WriteWeights(t, Unwrap(EncodeWeights(f32, m.tables().configs()[static_cast<size_t>(t)], table))));
            })
       .def("read_state",
            [index](const Module& m, const std::string& table) {

@@ -110,7 +110,9 @@ class PartLoader {
     const auto slices = load_state_ && part.state_dim > 0 ? checkpoint::StateSlices(optimizer_, part.cols)
                                                           : std::vector<checkpoint::StateSlice>{};
     const int64_t wsize = static_cast<int64_t>(DTypeSize(part.weight_dtype));
-    const int64_t row_bytes = part.cols * wsize + part.state_dim * static_cast<int64_t>(sizeof(float));
+    // A quantized table's rows are bytes, loaded whole.
+    const int64_t wcols = FileWidth(t, "weights", part.col_begin, part.col_begin + part.cols);
+    const int64_t row_bytes = wcols * wsize + part.state_dim * static_cast<int64_t>(sizeof(float));
     // Rows go through a buffer of at most 1 MiB (or the chunk size, when
     // smaller), which stays in the cache from the read to the copy into the
     // table: a 64 MiB buffer took 1.5x as long with the page cache hot.
@@ -119,7 +121,7 @@ class PartLoader {
     std::vector<int64_t> local(static_cast<size_t>(chunk)), global(static_cast<size_t>(chunk));
     // One chunk's buffers for the whole part: a fresh allocation per chunk
     // would fault its pages in again every time.
-    const Tensor w_chunk = Tensor::Empty(part.weight_dtype, {chunk, part.cols});
+    const Tensor w_chunk = Tensor::Empty(part.weight_dtype, {chunk, wcols});
     const Tensor s_chunk = Tensor::Empty(dtype::kFloat32, {slices.empty() ? 0 : chunk, part.state_dim});
     for (int64_t begin = 0; begin < part.rows; begin += chunk) {
       const int64_t n = std::min(chunk, part.rows - begin);
@@ -129,8 +131,8 @@ class PartLoader {
         local[static_cast<size_t>(i)] = begin + i;
         global[static_cast<size_t>(i)] = part.GlobalRow(begin + i);
       }
-      Tensor w = n == chunk ? w_chunk : Tensor::Empty(part.weight_dtype, {n, part.cols});
-      SR_RETURN_IF_ERROR(Fill(part, "weights", global, static_cast<char*>(w.raw_data()), wsize, part.cols, 0, part.cols));
+      Tensor w = n == chunk ? w_chunk : Tensor::Empty(part.weight_dtype, {n, wcols});
+      SR_RETURN_IF_ERROR(Fill(part, "weights", global, static_cast<char*>(w.raw_data()), wsize, wcols, 0, wcols));
       std::optional<Tensor> s;
       if (!slices.empty()) {
         s = n == chunk ? s_chunk : Tensor::Empty(dtype::kFloat32, {n, part.state_dim});
@@ -152,6 +154,10 @@ class PartLoader {
               int64_t elem, int64_t stride, int64_t offset, int64_t width) {
     const EmbeddingTableConfig& t = *part.table;
     const bool per_column = KindIsPerColumn(kind);
+    // Packed rows (a quantized table's weights) are read whole: their file
+    // and the part both cover every column (the manifest and the plan
+    // check it), and widths count bytes, not columns.
+    const bool packed = KindIsPackedRows(t, kind);
     const int64_t c0 = part.col_begin, c1 = part.col_begin + part.cols;
     std::vector<int64_t> covered(global.size(), 0);
     auto it = by_kind_.find({t.name, kind});
@@ -161,7 +167,10 @@ class PartLoader {
       // The columns this file gives the part: per-column kinds their
       // overlap; row-wise Adagrad the block holding the part's first column.
       int64_t fc0, fc1;
-      if (per_column) {
+      if (packed) {
+        fc0 = 0;
+        fc1 = width;
+      } else if (per_column) {
         fc0 = std::max(c0, f.col_begin);
         fc1 = std::min(c1, f.col_end);
         if (fc0 >= fc1) continue;
@@ -170,9 +179,10 @@ class PartLoader {
         fc0 = 0;
         fc1 = 1;
       }
-      const int64_t file_width = per_column ? f.col_end - f.col_begin : 1;
-      const int64_t skip = per_column ? fc0 - f.col_begin : 0;          // file columns before ours
-      const int64_t at = offset + (per_column ? fc0 - c0 : 0);           // where they go in `out`
+      const int64_t file_width = packed ? width : per_column ? f.col_end - f.col_begin : 1;
+      const bool sliced = per_column && !packed;
+      const int64_t skip = sliced ? fc0 - f.col_begin : 0;          // file columns before ours
+      const int64_t at = offset + (sliced ? fc0 - c0 : 0);           // where they go in `out`
       const int64_t take = fc1 - fc0;
       // (row in `global`, row in the file), in order of both.
       std::vector<std::pair<int64_t, int64_t>> rows;

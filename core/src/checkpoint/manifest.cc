@@ -130,7 +130,12 @@ StatusOr<CheckpointFile> ParseFile(const json& e, const std::string& where,
     f.row_ids = std::move(r);
   }
   if (f.kind.rfind("mc.", 0) != 0) {
-    const int64_t width = KindIsPerColumn(f.kind) ? f.col_end - f.col_begin : 1;
+    if (KindIsPackedRows(t, f.kind) && (f.col_begin != 0 || f.col_end != t.embedding_dim)) {
+      return InvalidArgumentError(fmt::format("{}: columns [{}, {}) of a {} table: its quantized rows are saved whole, "
+                                              "columns [0, {})", where, f.col_begin, f.col_end,
+                                              DataTypeName(t.data_type), t.embedding_dim));
+    }
+    const int64_t width = FileWidth(t, f.kind, f.col_begin, f.col_end);
     const bool rows_match = f.row_ids ? f.shape[0] >= 1 && f.shape[0] <= f.row_end - f.row_begin
                                       : f.shape[0] == f.row_end - f.row_begin;
     if (!rows_match || f.shape[1] != width) {
@@ -218,11 +223,24 @@ std::string CheckpointDtype(const EmbeddingTableConfig& t, const std::string& ki
   switch (t.data_type) {
     case DataType::kFp16: return "<f2";
     case DataType::kBf16: return "<u2";  // bfloat16's bits: NumPy has no bfloat16
-    default: return "<f4";
+    case DataType::kInt8:
+    case DataType::kInt4:
+    case DataType::kInt2: return "|u1";  // the rows' bytes: scale, bias, packed values
+    case DataType::kFp32: break;
   }
+  return "<f4";
 }
 
 bool KindIsPerColumn(const std::string& kind) { return kind != "rowwise_adagrad.sum"; }
+
+bool KindIsPackedRows(const EmbeddingTableConfig& table, const std::string& kind) {
+  return kind == "weights" && IsRowQuantized(table.data_type);
+}
+
+int64_t FileWidth(const EmbeddingTableConfig& table, const std::string& kind, int64_t c0, int64_t c1) {
+  if (KindIsPackedRows(table, kind)) return table.WeightColumns();
+  return KindIsPerColumn(kind) ? c1 - c0 : 1;
+}
 
 namespace {
 StatusOr<CheckpointManifest> ParseManifest(const std::string& json_text, const std::string& source) {

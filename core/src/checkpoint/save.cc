@@ -82,7 +82,10 @@ Status SavePart(const TablePart& part, int32_t optimizer, const fs::path& stagin
     outs.push_back(std::move(o));
     return Status::Ok();
   };
-  SR_RETURN_IF_ERROR(open("weights", CheckpointDtype(t, "weights"), part.cols, -1));
+  // A quantized table's rows are bytes, saved whole (its shards are never
+  // split by column).
+  const int64_t wcols = FileWidth(t, "weights", part.col_begin, part.col_begin + part.cols);
+  SR_RETURN_IF_ERROR(open("weights", CheckpointDtype(t, "weights"), wcols, -1));
   const auto slices = part.state_dim > 0 ? checkpoint::StateSlices(optimizer, part.cols) : std::vector<checkpoint::StateSlice>{};
   for (const auto& s : slices) SR_RETURN_IF_ERROR(open(s.kind, CheckpointDtype(t, s.kind), s.width, s.offset));
   std::optional<NpyStream> ids;
@@ -93,7 +96,7 @@ Status SavePart(const TablePart& part, int32_t optimizer, const fs::path& stagin
     ids.emplace(std::move(s));
   }
 
-  const int64_t row_bytes = part.cols * static_cast<int64_t>(DTypeSize(part.weight_dtype)) +
+  const int64_t row_bytes = wcols * static_cast<int64_t>(DTypeSize(part.weight_dtype)) +
                             part.state_dim * static_cast<int64_t>(sizeof(float));
   // Rows go in pieces of at most 1 MiB (or the chunk size, when smaller),
   // which stay in the cache from the kernel's read_rows through the hash to
@@ -101,7 +104,7 @@ Status SavePart(const TablePart& part, int32_t optimizer, const fs::path& stagin
   // about 2x slower whenever the disk was not the limit.
   const int64_t piece_bytes = std::min(chunk_bytes, kCheckpointPieceBytes);
   const int64_t chunk = std::clamp<int64_t>(piece_bytes / std::max<int64_t>(row_bytes, 1), 1, part.rows);
-  Tensor w = Tensor::Empty(part.weight_dtype, {chunk, part.cols});
+  Tensor w = Tensor::Empty(part.weight_dtype, {chunk, wcols});
   Tensor s = Tensor::Empty(dtype::kFloat32, {chunk, std::max<int64_t>(part.state_dim, 1)});
   std::vector<float> slice_buf;
   std::vector<int64_t> id_buf, range_rows;
@@ -115,7 +118,7 @@ Status SavePart(const TablePart& part, int32_t optimizer, const fs::path& stagin
       std::iota(range_rows.begin(), range_rows.end(), begin);
       rows = range_rows;
     }
-    Tensor wn = n == chunk ? w : Tensor::Empty(part.weight_dtype, {n, part.cols});
+    Tensor wn = n == chunk ? w : Tensor::Empty(part.weight_dtype, {n, wcols});
     Tensor sn = n == chunk ? s : Tensor::Empty(dtype::kFloat32, {n, std::max<int64_t>(part.state_dim, 1)});
     SR_RETURN_IF_ERROR(part.read_rows(rows, &wn, slices.empty() ? nullptr : &sn)
                            .WithContext(fmt::format("reading rows of table '{}' to save them", t.name)));

@@ -1,7 +1,10 @@
 // Table configs and the JSON tables file (see embedding_config.h).
 #include "shardrec/core/modules/embedding_config.h"
 
+#include "shardrec/abi/kernel.h"
 #include "shardrec/core/io/names.h"
+#include "shardrec/core/tensor/tensor.h"
+#include "shardrec/sdk/quantized_rows.hpp"
 #include "../io/json_number.h"
 
 #include <cmath>
@@ -29,6 +32,9 @@ const char* DataTypeName(DataType t) {
     case DataType::kFp32: return "fp32";
     case DataType::kFp16: return "fp16";
     case DataType::kBf16: return "bf16";
+    case DataType::kInt8: return "int8";
+    case DataType::kInt4: return "int4";
+    case DataType::kInt2: return "int2";
   }
   return "?";
 }
@@ -37,9 +43,35 @@ DLDataType ToDLDataType(DataType t) {
   switch (t) {
     case DataType::kFp16: return {kDLFloat, 16, 1};
     case DataType::kBf16: return {kDLBfloat, 16, 1};
+    case DataType::kInt8:
+    case DataType::kInt4:
+    case DataType::kInt2: return {kDLUInt, 8, 1};
     case DataType::kFp32: break;
   }
   return {kDLFloat, 32, 1};
+}
+
+int32_t RowQuantization(DataType t) {
+  switch (t) {
+    case DataType::kInt8: return SR_ROW_QUANT_INT8;
+    case DataType::kInt4: return SR_ROW_QUANT_INT4;
+    case DataType::kInt2: return SR_ROW_QUANT_INT2;
+    case DataType::kFp32:
+    case DataType::kFp16:
+    case DataType::kBf16: break;
+  }
+  return SR_ROW_QUANT_NONE;
+}
+
+bool IsRowQuantized(DataType t) { return RowQuantization(t) != SR_ROW_QUANT_NONE; }
+
+int64_t EmbeddingTableConfig::WeightColumns() const {
+  if (!IsRowQuantized(data_type)) return embedding_dim;
+  return sdk::QuantRowBytes(static_cast<sdk::RowQuantization>(RowQuantization(data_type)), embedding_dim);
+}
+
+int64_t EmbeddingTableConfig::RowBytes() const {
+  return WeightColumns() * static_cast<int64_t>(DTypeSize(ToDLDataType(data_type)));
 }
 
 StatusOr<PoolingType> ParsePooling(const std::string& s) {
@@ -50,10 +82,11 @@ StatusOr<PoolingType> ParsePooling(const std::string& s) {
 }
 
 StatusOr<DataType> ParseDataType(const std::string& s) {
-  for (auto t : {DataType::kFp32, DataType::kFp16, DataType::kBf16}) {
+  for (auto t : {DataType::kFp32, DataType::kFp16, DataType::kBf16, DataType::kInt8, DataType::kInt4, DataType::kInt2}) {
     if (s == DataTypeName(t)) return t;
   }
-  return InvalidArgumentError("unknown data_type '" + s + "' (expected fp32, fp16 or bf16)");
+  return InvalidArgumentError("unknown data_type '" + s +
+                              "' (expected fp32, fp16, bf16, or int8, int4, int2 for quantized inference tables)");
 }
 
 double EmbeddingTableConfig::init_min() const {

@@ -31,6 +31,11 @@ int32_t KernelPooling(PoolingType p) {
   }
   return SR_POOLING_SUM;
 }
+
+// Columns of the weights as they move: the dim, or a quantized row's bytes.
+int64_t WeightColumns(const sr_kernel_table_info& info) {
+  return info.row_quantization != SR_ROW_QUANT_NONE ? info.row_bytes : info.dim;
+}
 }  // namespace
 
 // The cached tables (one entry per table, empty for the others) and the
@@ -88,16 +93,29 @@ StatusOr<EmbeddingTables> EmbeddingTables::Create(const PluginRegistry& registry
     if (!caches[t]) continue;
     SR_ASSIGN_OR_RETURN(directories[t], TableCache::MakeDirectory(registry, tables[t], caches[t]->params));
   }
+  for (size_t t = 0; t < tables.size(); ++t) {
+    if (!IsRowQuantized(tables[t].data_type)) continue;
+    const std::string what = fmt::format("table '{}' is {} (row-wise quantized, inference only)", tables[t].name,
+                                         DataTypeName(tables[t].data_type));
+    if (options.optimizer.optimizer != SR_OPTIMIZER_NONE) {
+      return InvalidArgumentError(what + ": it cannot train; use optimizer none, or train it as fp32 and `shardrec "
+                                  "export --quantize` the checkpoint");
+    }
+    if (t < caches.size() && caches[t]) {
+      return UnimplementedError(what + ": it cannot be cached on file (fused_ssd_caching); keep it in memory");
+    }
+  }
   SR_ASSIGN_OR_RETURN(ComponentRef ref, registry.Find(SR_KIND_KERNEL, options.kernel));
   SR_RETURN_IF_ERROR(CheckKernelOptimizer(ref, options.optimizer.optimizer));
   std::vector<sr_kernel_table> ktables(tables.size());
   for (size_t t = 0; t < tables.size(); ++t) {
     sr_kernel_table& k = ktables[t];
-    k.struct_size = SR_STRUCT_SIZE(sr_kernel_table, global_col_offset);
+    k.struct_size = SR_STRUCT_SIZE(sr_kernel_table, row_quantization);
     k.name = tables[t].name.c_str();
     k.num_rows = t < directories.size() && directories[t] ? directories[t]->capacity() : tables[t].num_embeddings;
     k.dim = tables[t].embedding_dim;
     k.weight_dtype = ToDLDataType(tables[t].data_type);
+    k.row_quantization = RowQuantization(tables[t].data_type);
     k.init_min = tables[t].init_min();
     k.init_max = tables[t].init_max();
     k.init_seed = options.init_seed;
@@ -237,7 +255,7 @@ Status EmbeddingTables::KernelRows(int32_t table, std::span<const int64_t> rows,
 
 StatusOr<Tensor> EmbeddingTables::ReadWeights(int32_t table) const {
   SR_ASSIGN_OR_RETURN(auto info, Info(table));
-  Tensor w = Tensor::Empty(info.weight_dtype, {info.num_rows, info.dim});
+  Tensor w = Tensor::Empty(info.weight_dtype, {info.num_rows, WeightColumns(info)});
   SR_RETURN_IF_ERROR(RowsCall(table, AllRows(table), &w, nullptr, RowsOp::kRead));
   return w;
 }
@@ -250,8 +268,8 @@ Status EmbeddingTables::WriteRowWeights(int32_t table, std::span<const int64_t> 
   SR_ASSIGN_OR_RETURN(auto info, Info(table));
   const std::string what = "weights of table '" + configs_[static_cast<size_t>(table)].name + "'";
   SR_RETURN_IF_ERROR(ExpectTensor(weights, what, info.weight_dtype, 2));
-  if (weights.size(0) != static_cast<int64_t>(rows.size()) || weights.size(1) != info.dim) {
-    return InvalidArgumentError(fmt::format("{}: expected shape [{}, {}], got {}", what, rows.size(), info.dim,
+  if (weights.size(0) != static_cast<int64_t>(rows.size()) || weights.size(1) != WeightColumns(info)) {
+    return InvalidArgumentError(fmt::format("{}: expected shape [{}, {}], got {}", what, rows.size(), WeightColumns(info),
                                             ShapeString(weights.shape())));
   }
   if (rows.empty()) return Status::Ok();
@@ -272,7 +290,7 @@ Status EmbeddingTables::SomeRows(int32_t table, std::span<const int64_t> rows, c
                                  const Tensor* state, RowsOp op) const {
   SR_ASSIGN_OR_RETURN(auto info, Info(table));
   const std::string& name = configs_[static_cast<size_t>(table)].name;
-  if (weights) SR_RETURN_IF_ERROR(ExpectRowsTensor(*weights, "weights of table '" + name + "'", info.weight_dtype, rows.size(), info.dim));
+  if (weights) SR_RETURN_IF_ERROR(ExpectRowsTensor(*weights, "weights of table '" + name + "'", info.weight_dtype, rows.size(), WeightColumns(info)));
   if (state && info.state_dim == 0) state = nullptr;  // an optimizer without state: nothing to move
   if (state) SR_RETURN_IF_ERROR(ExpectRowsTensor(*state, "optimizer state of table '" + name + "'", dtype::kFloat32, rows.size(), info.state_dim));
   if (rows.empty() || (!weights && !state)) return Status::Ok();

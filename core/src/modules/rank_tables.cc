@@ -1,5 +1,6 @@
 // RankTables (rank_tables.h).
 #include "shardrec/core/modules/rank_tables.h"
+#include "shardrec/core/modules/table_weights.h"
 
 #include <algorithm>
 #include <map>
@@ -200,7 +201,7 @@ Status RankTables::WriteInitialWeights(size_t p, std::span<const int64_t> local_
                                              piece.config.init_max());
     }
   }
-  SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(w, ToDLDataType(piece.config.data_type), piece.config.name));
+  SR_ASSIGN_OR_RETURN(Tensor typed, EncodeWeights(w, piece.config, piece.config.name));
   return groups_[where_[p].group].tables.WriteRowWeights(where_[p].table, local_rows, typed);
 }
 

@@ -1,5 +1,6 @@
 // ShardedTables (sharded_tables.h).
 #include "shardrec/core/modules/sharded_tables.h"
+#include "shardrec/core/modules/table_weights.h"
 
 #include "shardrec/core/device/cuda_runtime.h"
 
@@ -284,11 +285,10 @@ Status ShardedTables::WriteTable(const std::string& name, const TableContents& c
     return InvalidArgumentError(fmt::format("optimizer state of table '{}': expected [{}, {}], got {}", name, rows,
                                             state_dim, ShapeString(contents.state.shape())));
   }
-  const DLDataType dtype = ToDLDataType(table.config.data_type);
   if (table.placement.replicated) {
     size_t p = 0;
     while (replicas_.piece(p).config.name != name) ++p;
-    SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(contents.weights, dtype, name));
+    SR_ASSIGN_OR_RETURN(Tensor typed, EncodeWeights(contents.weights, replicas_.piece(p).config, name));
     SR_RETURN_IF_ERROR(replicas_.WriteWeights(p, typed));
     return with_state ? replicas_.WriteState(p, contents.state) : Status::Ok();
   }
@@ -308,7 +308,7 @@ Status ShardedTables::WriteTable(const std::string& name, const TableContents& c
       std::memcpy(w.data<float>() + i * sh.num_cols, W + g * dim + sh.col_offset,
                   static_cast<size_t>(sh.num_cols) * sizeof(float));
     }
-    SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(w, dtype, key));
+    SR_ASSIGN_OR_RETURN(Tensor typed, EncodeWeights(w, shards_.piece(piece).config, key));
     SR_RETURN_IF_ERROR(shards_.WriteWeights(piece, typed));
     if (!with_state) continue;
     const int64_t local_state = sdk::StateDim(optimizer, sh.num_cols);
@@ -336,7 +336,7 @@ StatusOr<TableContents> ShardedTables::ReadTable(const std::string& name) const 
     size_t p = 0;
     while (replicas_.piece(p).config.name != name) ++p;
     SR_ASSIGN_OR_RETURN(Tensor w, replicas_.ReadWeights(p));
-    SR_ASSIGN_OR_RETURN(out.weights, ToFloat32(w, "table '" + name + "'"));
+    SR_ASSIGN_OR_RETURN(out.weights, DecodeWeights(w, replicas_.piece(p).config, "table '" + name + "'"));
     SR_ASSIGN_OR_RETURN(out.state, replicas_.ReadState(p));
     return out;
   }
@@ -356,7 +356,7 @@ StatusOr<TableContents> ShardedTables::ReadTable(const std::string& name) const 
     const std::string key = fmt::format("{}@{}", name, s);
     while (shards_.piece(piece).config.name != key) ++piece;
     SR_ASSIGN_OR_RETURN(Tensor w, shards_.ReadWeights(piece));
-    SR_ASSIGN_OR_RETURN(Tensor wf, ToFloat32(w, key));
+    SR_ASSIGN_OR_RETURN(Tensor wf, DecodeWeights(w, shards_.piece(piece).config, key));
     SR_ASSIGN_OR_RETURN(Tensor st, shards_.ReadState(piece));
     send.insert(send.end(), wf.data<float>(), wf.data<float>() + wf.numel());
     send.insert(send.end(), st.data<float>(), st.data<float>() + st.numel());

@@ -96,15 +96,15 @@ StatusOr<ParameterSharding> ParseSharding(const json& j, const std::string& wher
   return p;
 }
 
-int64_t RowBytes(const EmbeddingTableConfig& t) {
-  return t.embedding_dim * static_cast<int64_t>(DTypeSize(ToDLDataType(t.data_type)));
-}
+int64_t RowBytes(const EmbeddingTableConfig& t) { return t.RowBytes(); }
 
 // Bytes a shard adds to its rank: its rows x its share of the row's weight
-// (elem_bytes per element) and optimizer-state bytes.
+// (elem_bytes per element; a whole quantized row's bytes) and
+// optimizer-state bytes.
 int64_t ShardBytes(const sr_shard& s, const EmbeddingTableConfig& t, int64_t elem_bytes, int64_t state_per_row) {
   const double share = static_cast<double>(s.num_cols) / static_cast<double>(t.embedding_dim);
-  return s.num_rows * (s.num_cols * elem_bytes + static_cast<int64_t>(share * static_cast<double>(state_per_row)));
+  const int64_t weights = s.num_cols == t.embedding_dim ? t.RowBytes() : s.num_cols * elem_bytes;
+  return s.num_rows * (weights + static_cast<int64_t>(share * static_cast<double>(state_per_row)));
 }
 
 // Rows a cached shard keeps in RAM at load factor `lf`: its share, whole
@@ -483,6 +483,15 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
       }
       SR_ASSIGN_OR_RETURN(OptionList call, CallOptions(p, t, world, per_host));
       SR_ASSIGN_OR_RETURN(placement, PlaceTable(it->second, desc, topo, call));
+    }
+    if (IsRowQuantized(t.data_type)) {
+      for (const sr_shard& s : placement.shards) {
+        if (s.num_rows == 0 || (s.col_offset == 0 && s.num_cols == t.embedding_dim)) continue;
+        return InvalidArgumentError(fmt::format(
+            "plan: {}: the table is {} (row-wise quantized): its rows carry one scale and bias each and cannot be split "
+            "by column, but {} gives a shard columns [{}, {}); use table_wise, row_wise, table_row_wise or "
+            "data_parallel", who, DataTypeName(t.data_type), p.sharding_type, s.col_offset, s.col_offset + s.num_cols));
+      }
     }
     const int64_t elem = static_cast<int64_t>(DTypeSize(desc.weight_dtype));
     for (const sr_shard& s : placement.shards) {

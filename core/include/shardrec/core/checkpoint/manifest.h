@@ -71,12 +71,22 @@ struct CheckpointManifest {
 // files have one column and their column range names the block).
 bool KindIsPerColumn(const std::string& kind);
 
+// A kind of file whose rows are a quantized table's raw row bytes: the
+// weights of an int8/int4/int2 table. Such a file covers whole rows
+// (columns [0, dim)) and is [rows, table.WeightColumns()] of "|u1".
+bool KindIsPackedRows(const EmbeddingTableConfig& table, const std::string& kind);
+
+// The values per row a file of `kind` holds for table columns [c0, c1):
+// the packed row's bytes, one (row-wise Adagrad), or c1 - c0.
+int64_t FileWidth(const EmbeddingTableConfig& table, const std::string& kind, int64_t c0, int64_t c1);
+
 // The kinds of files a table trained with `optimizer` (SR_OPTIMIZER_*)
 // needs: "weights" and the optimizer's state kinds.
 std::vector<std::string> CheckpointKinds(int32_t optimizer);
 
 // The .npy dtype a kind of file of `table` is stored in: "<f4" for
-// optimizer state; weights in the table's type ("<u2" holds bfloat16's bits).
+// optimizer state; weights in the table's type ("<u2" holds bfloat16's
+// bits, "|u1" a quantized table's row bytes).
 std::string CheckpointDtype(const EmbeddingTableConfig& table, const std::string& kind);
 
 nlohmann::json CheckpointFileToJson(const CheckpointFile& file);

@@ -22,11 +22,21 @@
 namespace shardrec {
 
 enum class PoolingType { kSum, kMean, kNone };
-enum class DataType { kFp32, kFp16, kBf16 };
+// kInt8/kInt4/kInt2: row-wise quantized tables for inference (TorchRec's
+// DataType.INT8/INT4/INT2 under QuantEmbeddingBagCollection): each row is
+// [scale fp16][bias fp16][packed values][padding], as FBGEMM's IntN TBE
+// lays it out (sdk/quantized_rows.hpp). Their weights move as raw bytes,
+// uint8 [rows, RowBytes()], they train no optimizer, and their rows cannot
+// be split by column (column-wise plans are refused).
+enum class DataType { kFp32, kFp16, kBf16, kInt8, kInt4, kInt2 };
 
 const char* PoolingName(PoolingType p);        // "sum"
 const char* DataTypeName(DataType t);          // "fp32"
+// The weights' element type: uint8 for the quantized types (raw row bytes).
 DLDataType ToDLDataType(DataType t);
+// SR_ROW_QUANT_* of a type (SR_ROW_QUANT_NONE for the float types).
+int32_t RowQuantization(DataType t);
+bool IsRowQuantized(DataType t);
 StatusOr<PoolingType> ParsePooling(const std::string& s);
 StatusOr<DataType> ParseDataType(const std::string& s);
 
@@ -48,6 +58,11 @@ struct EmbeddingTableConfig {
 
   double init_min() const;  // the bound in effect (default ±sqrt(1/num_embeddings))
   double init_max() const;
+  // Columns of the weights as they are stored and moved: embedding_dim,
+  // or a quantized row's bytes (scale, bias, packed values, padding).
+  int64_t WeightColumns() const;
+  // Bytes of one row of weights.
+  int64_t RowBytes() const;
 };
 using EmbeddingBagConfig = EmbeddingTableConfig;
 using EmbeddingConfig = EmbeddingTableConfig;

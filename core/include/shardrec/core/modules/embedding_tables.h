@@ -91,7 +91,8 @@ class EmbeddingTables {
   // call that may run on another thread while this object trains.
   Status Prefetch(const KeyedJaggedTensor& features) const;
 
-  // Whole tables: weights [rows, dim] in the table's dtype; optimizer
+  // Whole tables: weights [rows, WeightColumns()] in the table's dtype (a
+  // quantized table's raw row bytes, uint8); optimizer
   // state float32 [rows, state_dim]. Writes validate shape and dtype.
   StatusOr<Tensor> ReadWeights(int32_t table) const;
   Status WriteWeights(int32_t table, const Tensor& weights) const;
