@@ -25,6 +25,7 @@
 #include "shardrec/core/launch/dist_env.h"
 #include "shardrec/core/modules/embedding_bag_collection.h"
 #include "shardrec/core/modules/embedding_collection.h"
+#include "shardrec/core/modules/table_weights.h"
 #include "shardrec/core/tensor/dtype_convert.h"
 #include "shardrec/core/tensor/npy.h"
 #include "shardrec/core/text/byte_size.h"
@@ -50,7 +51,7 @@ Status LoadWeights(const EmbeddingTables& tables, const fs::path& dir) {
   for (size_t t = 0; t < tables.configs().size(); ++t) {
     const auto& config = tables.configs()[t];
     SR_ASSIGN_OR_RETURN(Tensor f32, ReadWeightsFile(dir, config));
-    SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(f32, ToDLDataType(config.data_type), config.name));
+    SR_ASSIGN_OR_RETURN(Tensor typed, EncodeWeights(f32, config, config.name));  // quantized tables too
     SR_RETURN_IF_ERROR(tables.WriteWeights(static_cast<int32_t>(t), typed));
   }
   return Status::Ok();
@@ -68,7 +69,7 @@ StatusOr<std::vector<TableFiles>> SnapshotTables(const EmbeddingTables& tables) 
   std::vector<TableFiles> out;
   for (size_t t = 0; t < tables.configs().size(); ++t) {
     SR_ASSIGN_OR_RETURN(Tensor w, tables.ReadWeights(static_cast<int32_t>(t)));
-    SR_ASSIGN_OR_RETURN(Tensor w32, ToFloat32(w, tables.configs()[t].name));
+    SR_ASSIGN_OR_RETURN(Tensor w32, DecodeWeights(w, tables.configs()[t], tables.configs()[t].name));
     SR_ASSIGN_OR_RETURN(Tensor s, tables.ReadState(static_cast<int32_t>(t)));
     out.push_back({tables.configs()[t].name, std::move(w32), std::move(s)});
   }

@@ -319,6 +319,20 @@ class EmbeddingBagCollection(_Pooled, _Unsharded):
         self._impl.backward(kjt.impl(), dlpack.to_dlpack(grads[0]), self._iteration, math.nan)
 
 
+def _quant_configs(tables, data_type, per_table, is_weighted):
+    """The tables' configs, each in its serving type (per_table overrides data_type)."""
+    configs = [table_config(t, is_weighted) for t in tables]
+    per_table = dict(per_table or {})
+    names = {c["name"] for c in configs}
+    unknown = sorted(set(per_table) - names)
+    if unknown:
+        raise shardrec._error(shardrec.InvalidArgumentError, "INVALID_ARGUMENT",
+                              "per_table names no table %s (tables: %s)" % (unknown, ", ".join(sorted(names))))
+    for c in configs:
+        c["data_type"] = _enum_name(per_table.get(c["name"], data_type))
+    return configs
+
+
 class QuantEmbeddingBagCollection(EmbeddingBagCollection):
     """TorchRec's QuantEmbeddingBagCollection: pooled tables served from
     row-wise quantized rows, for inference only (no optimizer, no backward).
@@ -335,15 +349,7 @@ class QuantEmbeddingBagCollection(EmbeddingBagCollection):
 
     def __init__(self, tables, data_type="int8", per_table=None, is_weighted=False, kernel="cpu",
                  kernel_options=None, bounds_check="fatal", device=-1):
-        configs = [table_config(t, is_weighted) for t in tables]
-        per_table = dict(per_table or {})
-        names = {c["name"] for c in configs}
-        unknown = sorted(set(per_table) - names)
-        if unknown:
-            raise shardrec._error(shardrec.InvalidArgumentError, "INVALID_ARGUMENT",
-                                  "per_table names no table %s (tables: %s)" % (unknown, ", ".join(sorted(names))))
-        for c in configs:
-            c["data_type"] = _enum_name(per_table.get(c["name"], data_type))
+        configs = _quant_configs(tables, data_type, per_table, is_weighted)
         super().__init__(configs, is_weighted=is_weighted, optimizer=None, kernel=kernel,
                          kernel_options=kernel_options, bounds_check=bounds_check, device=device)
 
@@ -476,6 +482,49 @@ class ShardedEmbeddingCollection(_Sequence, _Sharded):
 
     def _backward(self, kjt, grads, features):
         self._impl.backward(self._grad_capsules(grads, features), self._iteration)
+
+
+class ShardedQuantEmbeddingBagCollection(_Pooled, _Sharded):
+    """TorchRec's ShardedQuantEmbeddingBagCollection: a
+    QuantEmbeddingBagCollection's tables sharded over the ranks of `group`
+    for inference. One rank holds the batch: forward(kjt) there sends its
+    ids to the shards, every rank looks up its own, and the pooled
+    KeyedTensor comes back to that rank alone; every other rank calls
+    forward(None) at the same time and gets None. sharder: "table_wise",
+    "row_wise", "table_row_wise" or "data_parallel" (a quantized row is
+    never split by column), or a plan. quantize(trained, ...) takes the
+    weights of a trained (sharded or not) collection; collective when the
+    trained one is sharded. Other arguments as QuantEmbeddingBagCollection's.
+    """
+
+    def __init__(self, tables, group=None, sharder="", plan=None, data_type="int8", per_table=None,
+                 is_weighted=False, kernel="cpu", kernel_options=None, bounds_check="fatal"):
+        configs = _quant_configs(tables, data_type, per_table, is_weighted)
+        super().__init__(_shardrec.ShardedQuantEmbeddingBagCollectionImpl, configs, group, sharder, plan, False, None,
+                         None, is_weighted, None, kernel, kernel_options, 0, bounds_check, pooled=True)
+
+    @classmethod
+    def quantize(cls, trained, group=None, sharder="", plan=None, data_type="int8", per_table=None, kernel="cpu",
+                 kernel_options=None):
+        configs = trained.embedding_configs()
+        weighted = any(c.get("is_weighted") for c in configs)
+        made = cls(configs, group=group, sharder=sharder, plan=plan, data_type=data_type, per_table=per_table,
+                   is_weighted=weighted, kernel=kernel, kernel_options=kernel_options)
+        for c in configs:
+            made._write_weights(c["name"], trained.weight(c["name"]).detach().to("cpu", torch.float32).contiguous())
+        return made
+
+    def forward(self, features=None):
+        self._lookups += 1
+        if features is None:
+            _, self.last_invalid_ids = self._impl.forward(None)
+            return None
+        kjt = KeyedJaggedTensor.of(features)
+        capsule, self.last_invalid_ids = self._impl.forward(kjt.impl())
+        return KeyedTensor(self._keys, self._dims, dlpack.from_dlpack(capsule))
+
+    def _backward(self, kjt, grads, features):
+        raise shardrec._error(shardrec.Error, "FAILED_PRECONDITION", "a quantized module serves only: no backward")
 
 
 EmbeddingBagCollection._SHARDED = ShardedEmbeddingBagCollection

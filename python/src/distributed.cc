@@ -23,6 +23,7 @@
 #include "python_store.h"
 #include "shardrec/core/comm/process_group.h"
 #include "shardrec/core/checkpoint/checkpoint.h"
+#include "shardrec/core/inference/quant_embedding_bag_collection.h"
 #include "shardrec/core/modules/sharded_embedding_bag_collection.h"
 #include "shardrec/core/modules/sharded_embedding_collection.h"
 #include "shardrec/core/planner/planner.h"
@@ -233,6 +234,7 @@ class Sharded {
 
 using ShardedEbc = Sharded<ShardedEmbeddingBagCollection>;
 using ShardedEc = Sharded<ShardedEmbeddingCollection>;
+using ShardedQebc = Sharded<ShardedQuantEmbeddingBagCollection>;
 
 template <class M>
 py::class_<Sharded<M>> BindSharded(py::module_& m, const char* name, const char* doc) {
@@ -307,6 +309,24 @@ void BindDistributed(py::module_& m) {
         py::gil_scoped_release release;
         Check(e.get().Backward(g, iteration));
       });
+
+  BindSharded<ShardedQuantEmbeddingBagCollection>(m, "ShardedQuantEmbeddingBagCollectionImpl",
+                                                  "The C++ ShardedQuantEmbeddingBagCollection (inference sharding).")
+      .def(
+          "forward",
+          // The rank holding the batch passes it and gets (values, invalid
+          // ids); the others pass None and get (None, invalid ids).
+          [](ShardedQebc& e, const KeyedJaggedTensor* kjt) {
+            int64_t invalid = 0;
+            std::optional<std::optional<KeyedTensor>> kt;
+            {
+              py::gil_scoped_release release;
+              kt = Unwrap(e.get().Forward(kjt, &invalid));
+            }
+            if (!kt->has_value()) return py::make_tuple(py::none(), invalid);
+            return py::make_tuple(CapsuleFromTensor((*kt)->values()), invalid);
+          },
+          py::arg("kjt").none(true));
 
   m.def("shut_down_stores", &PythonStore::ShutDown,
         "At interpreter exit, after the groups closed: stores refuse every call from now on.");

@@ -13,7 +13,7 @@ planted click log, exported at fp32, int8, int4, int2 and per table, served.
   dequantized with numpy, are the trained table within the reported error;
 - refused, naming what is wrong: an unknown --per-table table, an unknown
   type, an existing -o directory, a checkpoint whose dense half has no
-  model config, a missing model.
+  model config, a missing model, a manifest splitting quantized rows.
 
 usage: infer_cli_test.py SHARDREC_EXE
 Exit 77 (skip) without numpy."""
@@ -178,6 +178,18 @@ def main():
                                    os.path.join(tmp, "m-int8")], r"exists and is not an empty directory")
         refused("a missing model", ["infer", "--model", os.path.join(tmp, "nothing"), "--data", eval_data, "-o",
                                     os.path.join(tmp, "x.npy")], r"nothing")
+        # A model whose manifest splits a quantized table's rows by column.
+        mdir = os.path.join(tmp, "m-int8")
+        mstep = sorted(d for d in os.listdir(mdir) if d.startswith("step-"))[-1]
+        mpath = os.path.join(mdir, mstep, "manifest.json")
+        mm = json.load(open(mpath))
+        for f in mm["files"]:
+            if f["table"] == "t2" and f["kind"] == "weights":
+                f["cols"] = [0, 8]
+        json.dump(mm, open(mpath, "w"))
+        refused("a quantized table's file covering columns [0, 8)", ["infer", "--model", mdir, "--data", eval_data,
+                                                                     "-o", os.path.join(tmp, "x.npy")],
+                r"columns \[0, 8\) of an int8 table: its quantized rows are saved whole")
         # A dense half without its config (a checkpoint of an older train).
         step = sorted(d for d in os.listdir(ckpt) if d.startswith("step-"))[-1]
         path = os.path.join(ckpt, step, "manifest.json")

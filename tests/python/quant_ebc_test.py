@@ -10,13 +10,17 @@ q = clamp(round_half_even((x - bias) / scale)), packed low bits first, rows
 - the packed rows equal numpy's bytes exactly;
 - forward equals numpy's pooling over the dequantized rows (to float32
   rounding of the sum);
-- weight() is the dequantized table; state_dict round-trips the values.
+- weight() is the dequantized table; state_dict round-trips the values;
+- sequence lookups (EmbeddingCollection) return the dequantized rows exactly.
 Also: quantize() of a trained EmbeddingBagCollection; fp16 per table;
-errors for an unknown per_table name and for training.
+ShardedQuantEmbeddingBagCollection on 2 ranks (threads) under every
+inference sharder: the rank holding the batch gets the unsharded output,
+the other None; errors for an unknown per_table name and for training.
 
 usage: quant_ebc_test.py   (PYTHONPATH must reach the built package)
 Exit 77 (skip) when torch or numpy is missing."""
 import sys
+import threading
 import unittest
 
 try:
@@ -116,6 +120,20 @@ class QuantEbcTest(unittest.TestCase):
                         with self.subTest(dtype=dtype, dim=dim, pooling=pooling, weighted=weighted):
                             self.check(dtype, dim, pooling, weighted)
 
+    def test_sequence_lookups_are_the_dequantized_rows(self):
+        for dtype, bits in BITS.items():
+            for dim in (3, 8, 17):
+                with self.subTest(dtype=dtype, dim=dim):
+                    tables = [{"name": "s0", "num_embeddings": 40, "embedding_dim": dim, "feature_names": ["g0"],
+                               "data_type": dtype}]
+                    ec = srt.EmbeddingCollection(tables, optimizer=None)
+                    trained = (torch.rand(40, dim, generator=torch.Generator().manual_seed(dim)) - 0.5).numpy()
+                    ec.load_state_dict({"embeddings.s0.weight": torch.from_numpy(trained)})
+                    deq = dequantize_rows(quantize_rows(trained, bits), dim, bits)
+                    ids = torch.tensor([5, 0, 39, 5, 17])
+                    out = ec(srt.KeyedJaggedTensor(keys=["g0"], values=ids, lengths=torch.tensor([2, 0, 3])))
+                    self.assertTrue(np.array_equal(out["g0"].values().numpy(), deq[ids.numpy()]))
+
     def test_quantize_a_trained_collection(self):
         tables = [{"name": "a", "num_embeddings": 30, "embedding_dim": 8, "feature_names": ["fa"]},
                   {"name": "b", "num_embeddings": 20, "embedding_dim": 6, "feature_names": ["fb"]}]
@@ -133,6 +151,50 @@ class QuantEbcTest(unittest.TestCase):
         out = q(kjt).values().numpy()
         np.testing.assert_allclose(out[:, :8], pooled(deq, np.array([1, 2, 3]), [2, 1], None, False), rtol=1e-6,
                                    atol=1e-6)
+
+    def test_sharded_gives_the_caller_the_unsharded_output(self):
+        tables = [{"name": "t0", "num_embeddings": 40, "embedding_dim": 8, "feature_names": ["f0", "f1"]},
+                  {"name": "t1", "num_embeddings": 23, "embedding_dim": 5, "feature_names": ["f2"]},
+                  {"name": "t2", "num_embeddings": 3, "embedding_dim": 17, "feature_names": ["f3"]}]
+        types = {"t0": "int8", "t1": "int4", "t2": "int2"}
+        gen = torch.Generator().manual_seed(5)
+        trained = srt.EmbeddingBagCollection(tables, optimizer=None)
+        trained.load_state_dict({"embedding_bags.%s.weight" % t["name"]:
+                                 torch.rand(t["num_embeddings"], t["embedding_dim"], generator=gen) - 0.5
+                                 for t in tables})
+        ref = srt.QuantEmbeddingBagCollection.quantize(trained, per_table=types)
+        lengths = torch.randint(0, 4, (4 * 7,), generator=gen)
+        rows = [40, 40, 23, 3]
+        values = torch.cat([torch.randint(0, rows[k], (int(lengths[k * 7:(k + 1) * 7].sum()),), generator=gen)
+                            for k in range(4)])
+        kjt = srt.KeyedJaggedTensor(keys=["f0", "f1", "f2", "f3"], values=values, lengths=lengths)
+        want = ref(kjt).values()
+        serial = iter(range(1000))
+        for sharder in ("table_wise", "row_wise", "table_row_wise", "data_parallel"):
+            with self.subTest(sharder=sharder):
+                results, errors = {}, []
+                name = "local:quant-test-%d" % next(serial)
+
+                def rank(r):
+                    try:
+                        group = shardrec.distributed.ProcessGroup(comm="local", rendezvous=name, rank=r, world_size=2)
+                        m = srt.ShardedQuantEmbeddingBagCollection.quantize(trained, group=group, sharder=sharder,
+                                                                            per_table=types)
+                        results[r] = m(kjt if r == 1 else None)  # rank 1 holds the batch
+                        m.close()
+                        group.close()
+                    except Exception as e:  # noqa: BLE001 (reported below)
+                        errors.append("rank %d: %r" % (r, e))
+
+                threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(120)
+                self.assertEqual(errors, [])
+                self.assertIsNone(results[0])
+                torch.testing.assert_close(results[1].values(), want, rtol=1e-5, atol=1e-6)
+                self.assertEqual(results[1].keys(), ["f0", "f1", "f2", "f3"])
 
     def test_errors(self):
         tables = [{"name": "t0", "num_embeddings": 10, "embedding_dim": 4, "feature_names": ["f0"]}]

@@ -131,7 +131,7 @@ StatusOr<CheckpointFile> ParseFile(const json& e, const std::string& where,
   }
   if (f.kind.rfind("mc.", 0) != 0) {
     if (KindIsPackedRows(t, f.kind) && (f.col_begin != 0 || f.col_end != t.embedding_dim)) {
-      return InvalidArgumentError(fmt::format("{}: columns [{}, {}) of a {} table: its quantized rows are saved whole, "
+      return InvalidArgumentError(fmt::format("{}: columns [{}, {}) of an {} table: its quantized rows are saved whole, "
                                               "columns [0, {})", where, f.col_begin, f.col_end,
                                               DataTypeName(t.data_type), t.embedding_dim));
     }

@@ -36,7 +36,7 @@ StatusOr<Tensor> EncodeWeights(const Tensor& f32, const EmbeddingTableConfig& co
     for (int64_t c = 0; c < dim; ++c) {
       // Beyond fp16's range the row's bias and scale cannot hold it either.
       if (!std::isfinite(x[c]) || std::fabs(x[c]) > 65504.0f) {
-        return InvalidArgumentError(fmt::format("{}: row {} column {} is {}, which a {} row cannot hold (scale and "
+        return InvalidArgumentError(fmt::format("{}: row {} column {} is {}, which an {} row cannot hold (scale and "
                                                 "bias are fp16: finite values within +-65504)",
                                                 what, r, c, x[c], DataTypeName(config.data_type)));
       }
