@@ -36,7 +36,7 @@ assert "site-packages" in where, "imported shardrec from %s, not the venv" % whe
 print("pip_check: shardrec %s from %s; plugins: %s" % (
     shardrec.__version__, where, ", ".join(sorted(n for k, n in shardrec.plugins().components()))))
 PY
-for t in ebc_module_test.py sharded_ebc_test.py; do
+for t in ebc_module_test.py sharded_ebc_test.py quant_ebc_test.py; do
   echo "pip_check: tests/python/$t against the installed package"
   PYTHONPATH= timeout 900 "$work/venv/bin/python" "$repo/tests/python/$t"
 done
