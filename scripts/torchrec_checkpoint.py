@@ -107,6 +107,9 @@ def export(ckpt, out):
     state = {}
     for t in m["tables"]:
         rows, dim = t["num_embeddings"], t["embedding_dim"]
+        if t.get("data_type", "fp32") not in DTYPES:
+            raise Refused(f"{ckpt}: table '{t['name']}' is {t['data_type']}: a model exported for serving "
+                          f"(`shardrec export`), not a training checkpoint; convert the checkpoint it came from")
         descr, np_type = DTYPES[t.get("data_type", "fp32")]
         full = np.empty((rows, dim), dtype=np_type)
         covered = np.zeros((rows, dim), dtype=np.uint8)

@@ -84,43 +84,65 @@ Status Serve(const ProcessGroup& group, const HostSession& session, const InferF
   load.dense = m.model ? &dense_state : nullptr;
   SR_RETURN_IF_ERROR(LoadCheckpoint(qebc.tables(), load).status().WithContext("--model"));
 
+  // Rank 0 alone reads and scores: its first error is told to the others
+  // at the next batch, so that every rank stops there (none waits in a
+  // collective for a rank that left).
+  Status lead_error;
   std::unique_ptr<data::ClickLogReader> reader;
   if (lead) {
-    SR_ASSIGN_OR_RETURN(auto spec, data::ClickLogSpec::Parse(f.data));
-    data::ClickLogOptions o;
-    o.batch = f.batch;
-    SR_RETURN_IF_ERROR(ClickLogFeatures(tables, &o.features, &o.num_embeddings).WithContext("--data"));
-    SR_ASSIGN_OR_RETURN(reader, data::ClickLogReader::Open(spec, o));
+    lead_error = [&]() -> Status {
+      SR_ASSIGN_OR_RETURN(auto spec, data::ClickLogSpec::Parse(f.data));
+      data::ClickLogOptions o;
+      o.batch = f.batch;
+      SR_RETURN_IF_ERROR(ClickLogFeatures(tables, &o.features, &o.num_embeddings).WithContext("--data"));
+      SR_ASSIGN_OR_RETURN(reader, data::ClickLogReader::Open(spec, o));
+      return Status::Ok();
+    }();
   }
   std::vector<float> scores, labels, logits;
   int64_t width = 0;
   const auto start = std::chrono::steady_clock::now();
   for (int64_t b = 0;; ++b) {
     std::optional<data::ClickBatch> batch;
-    if (lead && (f.max_batches == 0 || b < f.max_batches)) {
-      SR_ASSIGN_OR_RETURN(batch, reader->Next());
+    if (lead && lead_error.ok() && (f.max_batches == 0 || b < f.max_batches)) {
+      auto next = reader->Next();
+      if (next.ok()) batch = std::move(next).value();
+      else lead_error = next.status();
     }
-    // Whether rank 0 has a batch: the other ranks serve it with their shards.
-    SR_ASSIGN_OR_RETURN(auto more, AllGatherValues(group, batch ? 1 : 0));
+    // Rank 0: 1, a batch follows (the others serve it with their shards);
+    // 0, the log is done; -1, it failed.
+    SR_ASSIGN_OR_RETURN(auto more, AllGatherValues(group, !lead_error.ok() ? -1 : batch ? 1 : 0));
+    if (more[0] < 0) return lead ? lead_error : Status::Ok();  // rank 0 reports it
     if (more[0] == 0) break;
     const auto t0 = std::chrono::steady_clock::now();
     KeyedJaggedTensor sparse;
     if (lead) sparse = batch->sparse;
     if (lead && dense && dense->has_position_weights()) {
-      SR_ASSIGN_OR_RETURN(sparse, dense->ProcessFeatures(batch->sparse));
+      auto processed = dense->ProcessFeatures(batch->sparse);
+      if (processed.ok()) sparse = std::move(processed).value();
+      else lead_error = processed.status();  // the forward below runs idle on every rank
     }
     int64_t invalid = 0;
-    SR_ASSIGN_OR_RETURN(auto pooled, qebc.Forward(lead ? &sparse : nullptr, &invalid));
+    auto pooled = qebc.Forward(lead && lead_error.ok() ? &sparse : nullptr, &invalid);
+    if (!pooled.ok()) {
+      if (!lead) return pooled.status();
+      lead_error = pooled.status();
+    }
     result->invalid_ids += invalid;
-    if (!lead) continue;
+    if (!lead || !lead_error.ok()) continue;
     const int64_t n = batch->labels.numel();
     if (dense) {
-      SR_ASSIGN_OR_RETURN(Tensor l, dense->Predict(pooled->values(), batch->dense));
+      auto predicted = dense->Predict((*pooled)->values(), batch->dense);
+      if (!predicted.ok()) {
+        lead_error = predicted.status();
+        continue;
+      }
+      const Tensor& l = predicted.value();
       const float* p = l.data<float>();
       logits.insert(logits.end(), p, p + n);
       for (int64_t i = 0; i < n; ++i) scores.push_back(1.0f / (1.0f + std::exp(-p[i])));
     } else {
-      const Tensor& v = pooled->values();
+      const Tensor& v = (*pooled)->values();
       width = v.size(1);
       scores.insert(scores.end(), v.data<float>(), v.data<float>() + v.numel());
     }

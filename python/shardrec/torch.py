@@ -344,7 +344,8 @@ class QuantEmbeddingBagCollection(EmbeddingBagCollection):
     weight(table) is the dequantized float32 table; packed_weight(table) its
     raw rows, uint8 [num_embeddings, row bytes]. quantize(trained) makes one
     from a trained EmbeddingBagCollection (or any module with
-    embedding_configs() and weight()).
+    embedding_configs() and weight()). Unlike TorchRec's, state_dict() holds
+    the dequantized float32 tables (loading them quantizes again).
     """
 
     def __init__(self, tables, data_type="int8", per_table=None, is_weighted=False, kernel="cpu",

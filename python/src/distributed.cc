@@ -316,7 +316,7 @@ void BindDistributed(py::module_& m) {
           "forward",
           // The rank holding the batch passes it and gets (values, invalid
           // ids); the others pass None and get (None, invalid ids).
-          [](ShardedQebc& e, const KeyedJaggedTensor* kjt) {
+          [](ShardedQebc& e, const KeyedJaggedTensor* kjt) -> py::tuple {
             int64_t invalid = 0;
             std::optional<std::optional<KeyedTensor>> kt;
             {

@@ -13,7 +13,9 @@ planted click log, exported at fp32, int8, int4, int2 and per table, served.
   dequantized with numpy, are the trained table within the reported error;
 - refused, naming what is wrong: an unknown --per-table table, an unknown
   type, an existing -o directory, a checkpoint whose dense half has no
-  model config, a missing model, a manifest splitting quantized rows.
+  model config, a missing model, a manifest splitting quantized rows; a
+  log missing on rank 0 of 2 (threads, Gloo processes) stops every rank at
+  once.
 
 usage: infer_cli_test.py SHARDREC_EXE
 Exit 77 (skip) without numpy."""
@@ -177,7 +179,18 @@ def main():
         refused("an existing -o", ["export", "--from-checkpoint", ckpt, "--quantize", "int8", "-o",
                                    os.path.join(tmp, "m-int8")], r"exists and is not an empty directory")
         refused("a missing model", ["infer", "--model", os.path.join(tmp, "nothing"), "--data", eval_data, "-o",
-                                    os.path.join(tmp, "x.npy")], r"nothing")
+                                    os.path.join(tmp, "x.npy")], r"nothing: no such directory")
+        # Rank 0 fails alone (its log is missing): every rank stops at once, none waits in a collective.
+        for extra in ([], ["--comm", "gloo"]):
+            name = "a missing log on 2 " + ("Gloo processes" if extra else "threads")
+            try:
+                r = sr("infer", "--model", os.path.join(tmp, "m-int8"), "--data", "criteo:" + os.path.join(tmp, "no-log"),
+                       "-o", os.path.join(tmp, "x.npy"), "--world-size", "2", "--sharder", "row_wise", *extra,
+                       timeout=45)
+                expect("refused: " + name, r.returncode != 0 and "no-log" in r.stderr and "timed out" not in r.stderr,
+                       r.stderr)
+            except subprocess.TimeoutExpired:
+                expect("refused: " + name, False, "hung: the other rank waited in a collective")
         # A model whose manifest splits a quantized table's rows by column.
         mdir = os.path.join(tmp, "m-int8")
         mstep = sorted(d for d in os.listdir(mdir) if d.startswith("step-"))[-1]

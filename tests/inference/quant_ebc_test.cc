@@ -7,7 +7,8 @@
 // - sharded for inference (table_wise, row_wise, table_row_wise,
 //   data_parallel; 2 and 3 ranks; sum and mean; weighted or not; local and
 //   gloo): the caller's rank, not always rank 0, gets the unsharded
-//   module's pooled embeddings, the other ranks nothing;
+//   module's pooled embeddings, the other ranks nothing; a batch the
+//   caller's checks refuse is its error alone, and the next one is served;
 // - refused: a plan splitting a quantized row by column (the error names
 //   the table and the columns), an optimizer, an unknown per-table name.
 #include <gtest/gtest.h>
@@ -180,6 +181,49 @@ TEST_P(QuantEbc, ShardedGivesTheCallerTheUnshardedOutput) {
     });
     EXPECT_EQ(answered, 2);
   }
+}
+
+TEST_P(QuantEbc, ARefusedBatchIsTheCallersErrorAloneAndTheRanksStayInStep) {
+  const auto tables = Tables(PoolingType::kSum, false);
+  PlanRequest req;
+  req.tables = tables;
+  req.world_size = 2;
+  req.ranks_per_host = 2;
+  req.sharder = "row_wise";
+  auto plan = MakePlan(registry_, req);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const KeyedJaggedTensor good = LocalBatch(tables, 3, 0, 5);
+  std::vector<int64_t> ids = good.values().ToVector();
+  ids[0] = 1000;  // outside t0's 40 rows: the fatal bounds check refuses it
+  KeyedJaggedTensor bad = good;
+  ASSERT_TRUE(bad.ReplaceValues(ids).ok());
+  auto unknown = KeyedJaggedTensor::FromLengths({"f0", "f1", "f2", "f3", "nope"}, {1, 2, 0, 0, 0},
+                                                {1, 1, 1, 1, 1});
+  ASSERT_TRUE(unknown.ok()) << unknown.status().ToString();
+  OnRanks(2, [&](const ProcessGroup& group) {
+    auto m = ShardedQuantEmbeddingBagCollection::Create(registry_, group, plan.value(), Options());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const bool caller = group.rank() == 0;
+    auto refused = m->Forward(caller ? &bad : nullptr);
+    if (caller) {
+      ASSERT_FALSE(refused.ok());
+      EXPECT_NE(refused.status().message().find("id 1000 is outside its table's"), std::string::npos)
+          << refused.status().message();
+    } else {
+      ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+      EXPECT_FALSE(refused->has_value());
+    }
+    auto unknown_key = m->Forward(caller ? &unknown.value() : nullptr);
+    if (caller) {
+      ASSERT_FALSE(unknown_key.ok());
+      EXPECT_NE(unknown_key.status().message().find("feature 'nope', which no table serves"), std::string::npos)
+          << unknown_key.status().message();
+    }
+    // The collectives are still in step: the next batch is served.
+    auto served = m->Forward(caller ? &good : nullptr);
+    ASSERT_TRUE(served.ok()) << served.status().ToString();
+    EXPECT_EQ(served->has_value(), caller);
+  });
 }
 
 TEST_P(QuantEbc, Refusals) {

@@ -1,6 +1,8 @@
 // Quantized pooled lookups, whole and sharded (see quant_embedding_bag_collection.h).
 #include "shardrec/core/inference/quant_embedding_bag_collection.h"
 
+#include <set>
+
 #include <fmt/format.h>
 
 #include "shardrec/core/modules/table_weights.h"
@@ -56,35 +58,70 @@ StatusOr<ShardedQuantEmbeddingBagCollection> ShardedQuantEmbeddingBagCollection:
     const EmbeddingModuleOptions& options) {
   SR_RETURN_IF_ERROR(ServesOnly(options, "ShardedQuantEmbeddingBagCollection"));
   std::vector<std::string> features;
+  std::vector<int64_t> rows;
   bool weighted = false;
   for (const ShardedTable& t : plan.tables) {
     weighted |= t.config.is_weighted;
-    for (size_t c = 0; c < t.placement.shards.size(); ++c) {
-      const sr_shard& s = t.placement.shards[c];
-      if (IsRowQuantized(t.config.data_type) && s.num_rows > 0 &&
-          (s.col_offset != 0 || s.num_cols != t.config.embedding_dim)) {
-        return InvalidArgumentError(fmt::format("table '{}' is {}: a plan that splits its rows by column cannot "
-                                                "serve it", t.config.name, DataTypeName(t.config.data_type)));
-      }
-    }
     features.insert(features.end(), t.config.feature_names.begin(), t.config.feature_names.end());
+    rows.insert(rows.end(), t.config.feature_names.size(), t.config.num_embeddings);
   }
   SR_ASSIGN_OR_RETURN(auto ebc, ShardedEmbeddingBagCollection::Create(registry, group, plan, options));
-  return ShardedQuantEmbeddingBagCollection(std::move(ebc), std::move(features), weighted);
+  return ShardedQuantEmbeddingBagCollection(std::move(ebc), std::move(features), std::move(rows), weighted,
+                                            options.bounds_check);
+}
+
+Status ShardedQuantEmbeddingBagCollection::CheckInput(const KeyedJaggedTensor& input) const {
+  std::set<std::string> served(features_.begin(), features_.end());
+  for (const std::string& key : input.keys()) {
+    if (!served.count(key)) return InvalidArgumentError("the batch has feature '" + key + "', which no table serves");
+  }
+  SR_ASSIGN_OR_RETURN(KeyedJaggedTensor mine, input.Select(features_));
+  if (weighted_ && !mine.has_weights()) {
+    return InvalidArgumentError("the tables are weighted but the batch has no weights");
+  }
+  for (size_t f = 1; f < features_.size(); ++f) {
+    if (mine.stride_per_key()[f] != mine.stride_per_key()[0]) {
+      return InvalidArgumentError(fmt::format("feature '{}' has {} samples, feature '{}' {}: every feature needs one "
+                                              "batch size", features_[f], mine.stride_per_key()[f], features_[0],
+                                              mine.stride_per_key()[0]));
+    }
+  }
+  if (bounds_check_ != SR_BOUNDS_CHECK_FATAL) return Status::Ok();
+  const auto offsets = mine.offset_per_key();
+  for (size_t f = 0; f < features_.size(); ++f) {
+    for (auto i = static_cast<size_t>(offsets[f]); i < static_cast<size_t>(offsets[f + 1]); ++i) {
+      const int64_t id = mine.values()[i];
+      if (id < 0 || id >= rows_[f]) {
+        return Status(SR_OUT_OF_RANGE, fmt::format("feature '{}': id {} is outside its table's {} rows", features_[f],
+                                                   id, rows_[f]));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status ShardedQuantEmbeddingBagCollection::ForwardIdle(int64_t* invalid_ids) {
+  // No samples of its own, but its shards serve the caller's.
+  std::optional<SharedArray<float>> no_weights;
+  if (weighted_) no_weights = SharedArray<float>(std::vector<float>{});
+  SR_ASSIGN_OR_RETURN(KeyedJaggedTensor none, KeyedJaggedTensor::FromLengths(features_, {}, {}, std::move(no_weights)));
+  return collection_.Forward(none, invalid_ids).status();
 }
 
 StatusOr<std::optional<KeyedTensor>> ShardedQuantEmbeddingBagCollection::Forward(const KeyedJaggedTensor* input,
                                                                                 int64_t* invalid_ids) {
-  if (input != nullptr) {
-    SR_ASSIGN_OR_RETURN(KeyedTensor out, collection_.Forward(*input, invalid_ids));
-    return std::optional<KeyedTensor>(std::move(out));
+  if (input == nullptr) {
+    SR_RETURN_IF_ERROR(ForwardIdle(invalid_ids));
+    return std::optional<KeyedTensor>();
   }
-  // An idle rank: no samples of its own, but its shards serve the caller's.
-  std::optional<SharedArray<float>> no_weights;
-  if (weighted_) no_weights = SharedArray<float>(std::vector<float>{});
-  SR_ASSIGN_OR_RETURN(KeyedJaggedTensor none, KeyedJaggedTensor::FromLengths(features_, {}, {}, std::move(no_weights)));
-  SR_RETURN_IF_ERROR(collection_.Forward(none, invalid_ids).status());
-  return std::optional<KeyedTensor>();
+  if (Status refused = CheckInput(*input); !refused.ok()) {
+    // The other ranks are already in this Forward's collectives: take part
+    // as an idle rank, then report.
+    SR_RETURN_IF_ERROR(ForwardIdle(nullptr));
+    return refused;
+  }
+  SR_ASSIGN_OR_RETURN(KeyedTensor out, collection_.Forward(*input, invalid_ids));
+  return std::optional<KeyedTensor>(std::move(out));
 }
 
 }  // namespace shardrec

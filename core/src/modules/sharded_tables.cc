@@ -108,6 +108,9 @@ StatusOr<ShardedTables> ShardedTables::Create(const PluginRegistry& registry, co
     return InvalidArgumentError(fmt::format("the plan is for {} ranks, the process group has {}", plan.world_size,
                                             group.world_size()));
   }
+  for (const ShardedTable& t : plan.tables) {
+    SR_RETURN_IF_ERROR(CheckQuantizedRowsWhole(t.config, t.placement.shards, t.sharding.sharding_type));
+  }
   SR_ASSIGN_OR_RETURN(ShardLayout layout, ShardLayout::Create(registry, plan));
   // A GPU kernel of this rank runs on the rank's GPU unless one was named.
   EmbeddingModuleOptions rank_options = options;
@@ -294,9 +297,16 @@ Status ShardedTables::WriteTable(const std::string& name, const TableContents& c
   }
   const float* W = contents.weights.data<float>();
   const float* S = with_state ? contents.state.data<float>() : nullptr;
-  size_t piece = 0;
   const auto& shards = table.placement.shards;
-  for (size_t s = 0; s < shards.size(); ++s) {
+  // This rank's shards of the table, each in its stored form, all encoded
+  // before any is written: a value a quantized row cannot hold leaves the
+  // table as it was.
+  struct Part {
+    size_t shard, piece;
+    Tensor typed;
+  };
+  std::vector<Part> parts;
+  for (size_t s = 0, piece = 0; s < shards.size(); ++s) {
     const sr_shard& sh = shards[s];
     if (sh.rank != group_->rank() || sh.num_rows == 0 || sh.num_cols == 0) continue;
     const std::string key = fmt::format("{}@{}", name, s);
@@ -309,7 +319,13 @@ Status ShardedTables::WriteTable(const std::string& name, const TableContents& c
                   static_cast<size_t>(sh.num_cols) * sizeof(float));
     }
     SR_ASSIGN_OR_RETURN(Tensor typed, EncodeWeights(w, shards_.piece(piece).config, key));
-    SR_RETURN_IF_ERROR(shards_.WriteWeights(piece, typed));
+    parts.push_back({s, piece, std::move(typed)});
+  }
+  for (const Part& part : parts) {
+    const size_t piece = part.piece;
+    const sr_shard& sh = shards[part.shard];
+    const int32_t block = layout_.BlockOfShard(t, static_cast<int32_t>(part.shard));
+    SR_RETURN_IF_ERROR(shards_.WriteWeights(piece, part.typed));
     if (!with_state) continue;
     const int64_t local_state = sdk::StateDim(optimizer, sh.num_cols);
     Tensor st = Tensor::Empty(dtype::kFloat32, {sh.num_rows, local_state});

@@ -221,11 +221,8 @@ Status Planner::PrepareTables() {
         st.excluded.push_back(shape.sharder + ": the sharder refused: " + placed.status().message());
         continue;
       }
-      if (IsRowQuantized(cfg.data_type) &&
-          std::any_of(placed->shards.begin(), placed->shards.end(), [&](const sr_shard& sh) {
-            return sh.num_rows > 0 && (sh.col_offset != 0 || sh.num_cols != cfg.embedding_dim);
-          })) {
-        st.excluded.push_back(shape.sharder + ": splits columns, and a " + DataTypeName(cfg.data_type) +
+      if (!CheckQuantizedRowsWhole(cfg, placed->shards, shape.sharder).ok()) {
+        st.excluded.push_back(shape.sharder + ": splits columns, and an " + DataTypeName(cfg.data_type) +
                               " table's quantized rows cannot be split");
         continue;
       }

@@ -245,7 +245,11 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
     size_t pick = n;
     for (size_t t = 0; t < n; ++t) {
       const ShardedTable& table = plan.tables[t];
-      if (derived[t] || tried[t] || IsCachedKernel(table.sharding.compute_kernel) || table.placement.replicated) continue;
+      // Quantized tables serve from memory (EmbeddingTables refuses to cache them).
+      if (derived[t] || tried[t] || IsCachedKernel(table.sharding.compute_kernel) || table.placement.replicated ||
+          IsRowQuantized(table.config.data_type)) {
+        continue;
+      }
       if (full[t][binding] > 0 && (pick == n || full[t][binding] > full[pick][binding])) pick = t;
     }
     if (pick == n) break;
@@ -382,6 +386,19 @@ StatusOr<QCommConfig> LoadPlanQComm(const std::filesystem::path& path) {
   return ParsePlanQComm(ss.str(), path.string());
 }
 
+Status CheckQuantizedRowsWhole(const EmbeddingTableConfig& table, std::span<const sr_shard> shards,
+                               const std::string& sharder) {
+  if (!IsRowQuantized(table.data_type)) return Status::Ok();
+  for (const sr_shard& s : shards) {
+    if (s.num_rows == 0 || (s.col_offset == 0 && s.num_cols == table.embedding_dim)) continue;
+    return InvalidArgumentError(fmt::format(
+        "table '{}' is {} (row-wise quantized): its rows carry one scale and bias each and cannot be split by "
+        "column, but {} gives a shard columns [{}, {}); use table_wise, row_wise, table_row_wise or data_parallel",
+        table.name, DataTypeName(table.data_type), sharder, s.col_offset, s.col_offset + s.num_cols));
+  }
+  return Status::Ok();
+}
+
 StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanRequest& req) {
   const int world = req.world_size, per_host = req.ranks_per_host;
   if (world < 1 || per_host < 1 || world % per_host != 0) {
@@ -484,15 +501,7 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
       SR_ASSIGN_OR_RETURN(OptionList call, CallOptions(p, t, world, per_host));
       SR_ASSIGN_OR_RETURN(placement, PlaceTable(it->second, desc, topo, call));
     }
-    if (IsRowQuantized(t.data_type)) {
-      for (const sr_shard& s : placement.shards) {
-        if (s.num_rows == 0 || (s.col_offset == 0 && s.num_cols == t.embedding_dim)) continue;
-        return InvalidArgumentError(fmt::format(
-            "plan: {}: the table is {} (row-wise quantized): its rows carry one scale and bias each and cannot be split "
-            "by column, but {} gives a shard columns [{}, {}); use table_wise, row_wise, table_row_wise or "
-            "data_parallel", who, DataTypeName(t.data_type), p.sharding_type, s.col_offset, s.col_offset + s.num_cols));
-      }
-    }
+    SR_RETURN_IF_ERROR(CheckQuantizedRowsWhole(t, placement.shards, p.sharding_type).WithContext("plan"));
     const int64_t elem = static_cast<int64_t>(DTypeSize(desc.weight_dtype));
     for (const sr_shard& s : placement.shards) {
       // Each table is bounded (kMaxTableElements); a rank's sum is checked.

@@ -65,18 +65,34 @@ class ShardedQuantEmbeddingBagCollection {
                                                              const EmbeddingModuleOptions& options);
   // Collective. The caller's rank passes its batch, every other rank null;
   // the caller gets the pooled embeddings [B, sum of dims] (features in
-  // table order), the others an empty optional.
+  // table order), the others an empty optional. A batch the caller's
+  // checks refuse (a missing or unknown feature, weights missing, an id
+  // outside its table under the fatal bounds check) is its error alone:
+  // its rank still takes part as an idle one, so the others do not wait.
   StatusOr<std::optional<KeyedTensor>> Forward(const KeyedJaggedTensor* input, int64_t* invalid_ids = nullptr);
 
   ShardedEmbeddingBagCollection& collection() { return collection_; }
   const ShardedTables& tables() const { return collection_.tables(); }
 
  private:
-  ShardedQuantEmbeddingBagCollection(ShardedEmbeddingBagCollection c, std::vector<std::string> features, bool weighted)
-      : collection_(std::move(c)), features_(std::move(features)), weighted_(weighted) {}
+  ShardedQuantEmbeddingBagCollection(ShardedEmbeddingBagCollection c, std::vector<std::string> features,
+                                     std::vector<int64_t> rows, bool weighted, int32_t bounds_check)
+      : collection_(std::move(c)),
+        features_(std::move(features)),
+        rows_(std::move(rows)),
+        weighted_(weighted),
+        bounds_check_(bounds_check) {}
+  // What the input dist would refuse on the caller's rank before its first
+  // collective, checked here first.
+  Status CheckInput(const KeyedJaggedTensor& input) const;
+  // The idle rank's part of a Forward.
+  Status ForwardIdle(int64_t* invalid_ids);
+
   ShardedEmbeddingBagCollection collection_;
   std::vector<std::string> features_;  // every feature the tables serve: an idle rank's empty batch
+  std::vector<int64_t> rows_;          // per feature, its table's rows
   bool weighted_;                      // some table is weighted: that batch carries (no) weights too
+  int32_t bounds_check_;
 };
 
 }  // namespace shardrec

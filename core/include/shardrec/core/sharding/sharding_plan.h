@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -103,6 +104,12 @@ struct ShardingPlan {
   std::map<std::string, OptionList> sharder_options;
   QCommConfig qcomm;  // the quantized comm codecs per comm op (empty: float32)
 };
+
+// A row-wise quantized table (int8/int4/int2) keeps its rows whole: each
+// carries one scale and bias. INVALID_ARGUMENT naming the table, `sharder`
+// and the shard's columns when a non-empty shard splits them.
+Status CheckQuantizedRowsWhole(const EmbeddingTableConfig& table, std::span<const sr_shard> shards,
+                               const std::string& sharder);
 
 StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanRequest& request);
 
