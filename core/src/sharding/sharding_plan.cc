@@ -96,8 +96,6 @@ StatusOr<ParameterSharding> ParseSharding(const json& j, const std::string& wher
   return p;
 }
 
-int64_t RowBytes(const EmbeddingTableConfig& t) { return t.RowBytes(); }
-
 // Bytes a shard adds to its rank: its rows x its share of the row's weight
 // (elem_bytes per element; a whole quantized row's bytes) and
 // optimizer-state bytes.
@@ -433,7 +431,7 @@ StatusOr<ShardingPlan> MakePlan(const PluginRegistry& registry, const PlanReques
   std::vector<size_t> order(req.tables.size());
   std::iota(order.begin(), order.end(), 0);
   std::vector<int64_t> table_bytes;
-  for (const auto& t : req.tables) table_bytes.push_back(t.num_embeddings * RowBytes(t));
+  for (const auto& t : req.tables) table_bytes.push_back(t.num_embeddings * t.RowBytes());
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return table_bytes[a] > table_bytes[b]; });
   plan.tables.resize(req.tables.size());
   for (size_t i : order) {
