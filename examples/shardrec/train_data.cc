@@ -113,29 +113,7 @@ StatusOr<SyntheticData> SyntheticData::Create(std::vector<EmbeddingTableConfig> 
     if (*end != '\0' || !(d.zipf_alpha_ > 0)) {
       return InvalidArgumentError("--ids " + ids + ": ALPHA must be a positive number, e.g. zipf:1.05");
     }
-    for (int64_t space : d.space_) {
-      std::vector<double> cdf(static_cast<size_t>(space));
-      double sum = 0;
-      for (int64_t k = 0; k < space; ++k) {
-        sum += std::pow(static_cast<double>(k + 1), -d.zipf_alpha_);
-        cdf[static_cast<size_t>(k)] = sum;
-      }
-      for (double& c : cdf) c /= sum;
-      // The guide table, by one merge over the cdf (spaces past 2^32 rows
-      // keep the binary search: no table that size is drawn from here).
-      std::vector<uint32_t> guide;
-      if (space <= int64_t{UINT32_MAX}) {
-        guide.resize(static_cast<size_t>(space));
-        size_t k = 0;
-        for (size_t j = 0; j < guide.size(); ++j) {
-          const double at = static_cast<double>(j) / static_cast<double>(space);
-          while (k + 1 < cdf.size() && cdf[k] < at) ++k;
-          guide[j] = static_cast<uint32_t>(k);
-        }
-      }
-      d.cdf_.push_back(std::move(cdf));
-      d.guide_.push_back(std::move(guide));
-    }
+    for (int64_t space : d.space_) d.zipf_.emplace_back(space, d.zipf_alpha_);
     return d;
   }
   return InvalidArgumentError("--ids must be uniform or zipf:ALPHA, got '" + ids + "'");
@@ -164,46 +142,38 @@ KeyedJaggedTensor SyntheticData::Samples(int64_t step, int64_t first, int64_t co
   bool weighted = false;
   for (const auto& t : tables_) weighted |= t.is_weighted;
   std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::vector<double> draws;  // a feature's zipf draws, resolved together (zipf_ids.h)
   for (size_t f = 0; f < features_.size(); ++f) {
     const auto t = static_cast<size_t>(feature_table_[f]);
     const int64_t space = space_[t];
     const auto max_len = static_cast<uint64_t>(std::llround(2 * pooling_[f]));
+    const size_t feature_first = values.size();
+    draws.clear();
     for (int64_t b = first; b < first + count; ++b) {
       SampleRng rng{sdk::Mix64(step_seed + static_cast<uint64_t>(b) * 0x9E37ull + f * 0xC2B2AE3D27D4EB4Full)};
       const int64_t n = static_cast<int64_t>(rng() % (max_len + 1));
       lengths.push_back(n);
       for (int64_t i = 0; i < n; ++i) {
-        int64_t id;
         if (zipf_alpha_ > 0) {
-          id = std::min<int64_t>(ZipfId(t, unit(rng)), space - 1);
+          draws.push_back(unit(rng));
+          values.push_back(0);
         } else {
-          id = static_cast<int64_t>(rng() % static_cast<uint64_t>(space));
+          values.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(space)));
         }
-        // A bijection: N distinct k give N distinct raw ids, spread over int64.
-        if (raw_[t]) id = static_cast<int64_t>(sdk::Mix64(static_cast<uint64_t>(id) ^ 0xac1d5ull));
-        values.push_back(id);
         if (weighted) weights.push_back(static_cast<float>(0.5 + unit(rng)));
       }
+    }
+    const std::span<int64_t> ids(values.data() + feature_first, values.size() - feature_first);
+    if (zipf_alpha_ > 0) zipf_[t].Ids(draws, ids.data());
+    for (int64_t& id : ids) {
+      id = std::min<int64_t>(id, space - 1);
+      // A bijection: N distinct k give N distinct raw ids, spread over int64.
+      if (raw_[t]) id = static_cast<int64_t>(sdk::Mix64(static_cast<uint64_t>(id) ^ 0xac1d5ull));
     }
   }
   std::optional<std::vector<float>> w;
   if (weighted) w = std::move(weights);
   return KeyedJaggedTensor::FromLengths(features_, std::move(values), std::move(lengths), std::move(w)).value();
-}
-
-// The first k with cdf[k] >= u: what std::lower_bound over the cdf returns,
-// found from the guide table's start in about one step. The start is moved
-// back as well as forward, so the answer is exact whatever j / m rounds to.
-int64_t SyntheticData::ZipfId(size_t table, double u) const {
-  const std::vector<double>& cdf = cdf_[table];
-  const std::vector<uint32_t>& guide = guide_[table];
-  if (guide.empty()) return std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin();
-  const auto m = static_cast<double>(guide.size());
-  const size_t j = std::min(static_cast<size_t>(u * m), guide.size() - 1);
-  size_t k = guide[j];
-  while (k > 0 && cdf[k - 1] >= u) --k;
-  while (k < cdf.size() && cdf[k] < u) ++k;
-  return static_cast<int64_t>(k);
 }
 
 KeyedJaggedTensor SyntheticData::GlobalBatch(int world, int64_t step, int64_t batch) const {

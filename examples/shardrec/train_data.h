@@ -22,6 +22,7 @@
 #include "shardrec/core/modules/embedding_config.h"
 #include "shardrec/core/sparse/keyed_jagged_tensor.h"
 #include "shardrec/core/tensor/tensor.h"
+#include "zipf_ids.h"
 
 namespace shardrec::cli {
 
@@ -65,13 +66,7 @@ class SyntheticData {
   std::vector<int32_t> feature_table_;   // per feature
   std::vector<std::string> features_;
   double zipf_alpha_ = 0;                // 0: uniform
-  std::vector<std::vector<double>> cdf_;  // per table, zipf only
-  // Per table, zipf only: guide_[t][j] is the first k with cdf[k] >= j / m
-  // (m = the table's space), so a draw starts its search there and takes
-  // about one step instead of a binary search's ~log2(space) cache misses
-  // (ZipfId); the ids drawn are the binary search's exactly.
-  std::vector<std::vector<uint32_t>> guide_;
-  int64_t ZipfId(size_t table, double u) const;
+  std::vector<ZipfIds> zipf_;            // per table, zipf only
   std::vector<int64_t> space_;            // per table: ids drawn from [0, space)
   std::vector<uint8_t> raw_;              // per table: scramble into raw 64-bit ids
   uint64_t seed_ = 0;
