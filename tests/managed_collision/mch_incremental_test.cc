@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 
@@ -153,6 +154,60 @@ TEST_F(MchIncrementalTest, HitRateWithinAPointOfTheExactRoundOnAZipfStream) {
     // lfu admits only candidates seen more often than a holder: fewer.
     EXPECT_GT(e.evictions, policy == "lfu" ? 100 : 2000) << "the table must keep evicting";
     EXPECT_GT(f.evictions, policy == "lfu" ? 100 : 2000);
+    EXPECT_EQ(f.occupied, f.capacity);
+  }
+}
+
+// With a threshold filter, a round updates only the holders seen more
+// often than the window's mean, yet ends every touched holder's window (the
+// incremental commit does both in one pass over the touched slots). After
+// each round: no window count or candidate left, no holder counted more
+// often than its id was seen, and the hit rate within a point of the exact
+// round's.
+TEST_F(MchIncrementalTest, AThresholdFilterUpdatesOnlyThePassingHoldersAndEndsEveryWindow) {
+  for (const std::string policy : {"lru", "lfu"}) {
+    SCOPED_TRACE(policy);
+    auto make = [&](EvictionMode mode) {
+      ManagedCollisionConfig c;
+      c.zch_size = 100;
+      c.eviction_interval = 3;
+      c.policy = policy;
+      c.threshold = ThresholdFilter::kAverage;
+      c.eviction_mode = mode;
+      auto m = MchManagedCollisionModule::Create(registry_, "t", std::move(c));
+      EXPECT_TRUE(m.ok()) << m.status().ToString();
+      return std::move(m).value();
+    };
+    auto fast = make(EvictionMode::kFast), exact = make(EvictionMode::kExact);
+    ZipfIds fast_ids(3000, 5), exact_ids(3000, 5);
+    std::map<int64_t, int64_t> seen;  // id -> occurrences so far
+    for (int step = 1; step <= 120; ++step) {
+      const auto ids = fast_ids.Batch(400);
+      ASSERT_EQ(ids, exact_ids.Batch(400));
+      for (int64_t id : ids) ++seen[id];
+      std::vector<int64_t> rows(ids.size());
+      ASSERT_TRUE(fast.Forward(ids, rows, true).ok());
+      ASSERT_TRUE(exact.Forward(ids, rows, true).ok());
+      fast.TakeEvictedRows();
+      exact.TakeEvictedRows();
+      if (step % 3 != 0) continue;  // a round ran at this step
+      std::vector<int64_t> state, candidates;
+      fast.ExportState(&state, &candidates);
+      const auto width = static_cast<size_t>(fast.StateWidth());
+      ASSERT_EQ(candidates.size(), 0u) << "step " << step << ": the round ends the window";
+      for (size_t r = 0; r + width <= state.size(); r += width) {
+        ASSERT_EQ(state[r + 4], 0) << "step " << step << ": slot " << r / width << " kept a window count";
+        if (state[r] == 0) continue;
+        ASSERT_GE(state[r + 2], 1) << "step " << step << ": id " << state[r + 1];
+        ASSERT_LE(state[r + 2], seen[state[r + 1]]) << "step " << step << ": id " << state[r + 1] << " counted twice";
+      }
+    }
+    const auto f = fast.stats(), e = exact.stats();
+    const double hit_fast = static_cast<double>(f.hits) / static_cast<double>(f.lookups);
+    const double hit_exact = static_cast<double>(e.hits) / static_cast<double>(e.lookups);
+    EXPECT_NEAR(hit_fast, hit_exact, 0.01) << "fast " << hit_fast << " exact " << hit_exact;
+    EXPECT_GE(f.evictions, 10) << "the table must keep evicting";
+    EXPECT_GT(f.refusals, 1000) << "the filter must keep candidates out";
     EXPECT_EQ(f.occupied, f.capacity);
   }
 }

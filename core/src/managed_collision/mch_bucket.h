@@ -20,6 +20,10 @@ namespace shardrec::mc {
 struct RoundPlan {
   // Slot holders the window saw (and the filter passed): new metadata.
   std::vector<int64_t> updated_slots, updated_count, updated_last;
+  // The incremental round's: their window counts and keys before the round,
+  // read in the same pass, so no later pass goes back to their lines.
+  std::vector<int64_t> updated_window;
+  std::vector<double> updated_key;
   // The policy's metadata columns of the slot holders, in slot order
   // (empty without metadata columns).
   std::vector<int64_t> slot_metadata;

@@ -82,7 +82,7 @@ StatusOr<RoundPlan> MchBucket::PlanIncrementalRound(const EvictionPolicy& policy
     plan.key_slots = plan.updated_slots;
     counts = plan.updated_count;
     lasts = plan.updated_last;
-    for (int64_t s : plan.updated_slots) windows.push_back(slot_[static_cast<size_t>(s)].window_count);
+    windows = plan.updated_window;
   }
   for (int64_t c : plan.passing) {
     const auto u = static_cast<size_t>(c);
@@ -110,11 +110,11 @@ StatusOr<RoundPlan> MchBucket::PlanIncrementalRound(const EvictionPolicy& policy
   if (Status st = CheckScores(policy, scores); !st.ok()) return st;
   if (!plan.rebuild_keys) {
     for (size_t k = 0; k < residents; ++k) {
-      const auto s = static_cast<size_t>(plan.key_slots[k]);
-      if (scores[k] < slot_[s].key) {
+      if (scores[k] < plan.updated_key[k]) {
         return Status(SR_INTERNAL, policy.Describe() + " declares incremental, but an access lowered the score of "
-                                   "slot " + std::to_string(s) + " from " + std::to_string(slot_[s].key) + " to " +
-                                   std::to_string(scores[k]) + " (use eviction_mode=exact with this policy)");
+                                   "slot " + std::to_string(plan.key_slots[k]) + " from " +
+                                   std::to_string(plan.updated_key[k]) + " to " + std::to_string(scores[k]) +
+                                   " (use eviction_mode=exact with this policy)");
       }
     }
   }
@@ -124,8 +124,28 @@ StatusOr<RoundPlan> MchBucket::PlanIncrementalRound(const EvictionPolicy& policy
 }
 
 int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evicted_rows) {
-  ApplyUpdates(plan);
-  for (size_t k = 0; k < plan.key_slots.size(); ++k) slot_[static_cast<size_t>(plan.key_slots[k])].key = plan.slot_keys[k];
+  constexpr size_t kAhead = 16;
+  if (plan.rebuild_keys) {
+    ApplyUpdates(plan);
+    for (size_t k = 0; k < plan.key_slots.size(); ++k) slot_[static_cast<size_t>(plan.key_slots[k])].key = plan.slot_keys[k];
+  } else {
+    // One pass over the touched slots (prefetched) writes the updated
+    // holders' metadata and keys and ends their window: the updated slots
+    // are the touched ones in order, less those the filter dropped.
+    size_t k = 0;
+    for (size_t i = 0; i < touched_.size(); ++i) {
+      if (i + kAhead < touched_.size()) __builtin_prefetch(&slot_[static_cast<size_t>(touched_[i + kAhead])], 1);
+      SlotState& slot = slot_[static_cast<size_t>(touched_[i])];
+      if (k < plan.updated_slots.size() && plan.updated_slots[k] == touched_[i]) {
+        slot.count = plan.updated_count[k];
+        slot.last = plan.updated_last[k];
+        slot.key = plan.slot_keys[k];
+        ++k;
+      }
+      slot.window_count = 0;
+    }
+    touched_.clear();
+  }
   if (plan.rebuild_keys) {
     by_key_.clear();
     for (int64_t s = 0; s + 1 < slots_; ++s) {
@@ -140,15 +160,24 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
   // unsharded one.
   struct Ranked {
     double key;
-    int64_t count, id, candidate;
+    int64_t count, id, candidate, last;
   };
-  std::vector<Ranked> best;
-  best.reserve(plan.passing.size());
+  // Filled field by field in place: a push_back of the struct built on the
+  // stack read it back across two stores, a store-forwarding stall each
+  // (a tenth of this function on bench mc --stream).
+  std::vector<Ranked> best(plan.passing.size());
+  size_t ranked = 0;
   for (size_t i = 0; i < plan.passing.size(); ++i) {
     if (plan.passing_keys[i] == -std::numeric_limits<double>::infinity()) continue;
     const auto c = static_cast<size_t>(plan.passing[i]);
-    best.push_back({plan.passing_keys[i], candidate_count_[c], candidate_ids_[c], plan.passing[i]});
+    Ranked& r = best[ranked++];
+    r.key = plan.passing_keys[i];
+    r.count = candidate_count_[c];
+    r.id = candidate_ids_[c];
+    r.candidate = plan.passing[i];
+    r.last = candidate_last_[c];
   }
+  best.resize(ranked);
   auto better = [](const Ranked& a, const Ranked& b) {
     if (a.key != b.key) return a.key > b.key;
     return a.count != b.count ? a.count > b.count : a.id < b.id;
@@ -180,7 +209,6 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
   // 1. Each admitted candidate's slot: an empty one, or the lowest holder's.
   // Only keys are read here; the slots' other fields and the id index are
   // written in the passes after it, which prefetch ahead.
-  constexpr size_t kAhead = 16;
   int64_t evictions = 0;
   KeyBucket* raised = nullptr;  // the file holders whose key rose went to last (lru: a few keys a round)
   double raised_key = 0;
@@ -270,7 +298,7 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
     state.id = r.id;
     state.occupied = true;
     state.count = r.count;
-    state.last = candidate_last_[static_cast<size_t>(r.candidate)];
+    state.last = r.last;
     state.key = r.key;
     new_ids[k] = r.id;
     new_slots[k] = slot;
