@@ -159,11 +159,12 @@ TEST_F(MchIncrementalTest, HitRateWithinAPointOfTheExactRoundOnAZipfStream) {
 }
 
 // With a threshold filter, a round updates only the holders seen more
-// often than the window's mean, yet ends every touched holder's window (the
-// incremental commit does both in one pass over the touched slots). After
-// each round: no window count or candidate left, no holder counted more
-// often than its id was seen, and the hit rate within a point of the exact
-// round's.
+// often than the window's mean (with one bucket: the window's ids over its
+// distinct ids), yet ends every touched holder's window; the incremental
+// commit does both in one pass over the touched slots. Checked against the
+// state before each round: a holder that keeps its slot gains its window
+// count and last access exactly when it passed, and no window count or
+// candidate is left. The hit rate stays within a point of the exact round.
 TEST_F(MchIncrementalTest, AThresholdFilterUpdatesOnlyThePassingHoldersAndEndsEveryWindow) {
   for (const std::string policy : {"lru", "lfu"}) {
     SCOPED_TRACE(policy);
@@ -180,28 +181,48 @@ TEST_F(MchIncrementalTest, AThresholdFilterUpdatesOnlyThePassingHoldersAndEndsEv
     };
     auto fast = make(EvictionMode::kFast), exact = make(EvictionMode::kExact);
     ZipfIds fast_ids(3000, 5), exact_ids(3000, 5);
-    std::map<int64_t, int64_t> seen;  // id -> occurrences so far
-    for (int step = 1; step <= 120; ++step) {
+    const auto width = static_cast<size_t>(fast.StateWidth());
+    std::vector<int64_t> before, candidates;  // the state after the last round
+    fast.ExportState(&before, &candidates);
+    std::map<int64_t, std::pair<int64_t, int64_t>> window;  // id -> (occurrences, last step)
+    int64_t passed = 0, filtered = 0;
+    for (int64_t step = 1; step <= 120; ++step) {
       const auto ids = fast_ids.Batch(400);
       ASSERT_EQ(ids, exact_ids.Batch(400));
-      for (int64_t id : ids) ++seen[id];
+      for (int64_t id : ids) window[id] = {window[id].first + 1, step};
       std::vector<int64_t> rows(ids.size());
       ASSERT_TRUE(fast.Forward(ids, rows, true).ok());
       ASSERT_TRUE(exact.Forward(ids, rows, true).ok());
       fast.TakeEvictedRows();
       exact.TakeEvictedRows();
       if (step % 3 != 0) continue;  // a round ran at this step
-      std::vector<int64_t> state, candidates;
-      fast.ExportState(&state, &candidates);
-      const auto width = static_cast<size_t>(fast.StateWidth());
+      std::vector<int64_t> after;
+      fast.ExportState(&after, &candidates);
       ASSERT_EQ(candidates.size(), 0u) << "step " << step << ": the round ends the window";
-      for (size_t r = 0; r + width <= state.size(); r += width) {
-        ASSERT_EQ(state[r + 4], 0) << "step " << step << ": slot " << r / width << " kept a window count";
-        if (state[r] == 0) continue;
-        ASSERT_GE(state[r + 2], 1) << "step " << step << ": id " << state[r + 1];
-        ASSERT_LE(state[r + 2], seen[state[r + 1]]) << "step " << step << ": id " << state[r + 1] << " counted twice";
+      ASSERT_EQ(after.size(), before.size());
+      const double mean = 3.0 * 400.0 / static_cast<double>(window.size());
+      for (size_t r = 0; r + width <= after.size(); r += width) {
+        ASSERT_EQ(after[r + 4], 0) << "step " << step << ": slot " << r / width << " kept a window count";
+        if (after[r] == 0 || before[r] == 0 || after[r + 1] != before[r + 1]) continue;  // not the same holder
+        const int64_t id = after[r + 1];
+        const auto seen = window.find(id);
+        const int64_t w = seen == window.end() ? 0 : seen->second.first;
+        if (w > 0 && static_cast<double>(w) > mean) {
+          ++passed;
+          ASSERT_EQ(after[r + 2], before[r + 2] + w) << "step " << step << ": id " << id << "'s lifetime count";
+          ASSERT_EQ(after[r + 3], seen->second.second) << "step " << step << ": id " << id << "'s last access";
+        } else {
+          filtered += w > 0;
+          ASSERT_EQ(after[r + 2], before[r + 2]) << "step " << step << ": id " << id << " (seen " << w
+                                                 << " times, mean " << mean << ") was updated";
+          ASSERT_EQ(after[r + 3], before[r + 3]) << "step " << step << ": id " << id << "'s last access";
+        }
       }
+      before = std::move(after);
+      window.clear();
     }
+    EXPECT_GT(passed, 100) << "holders must pass the filter";
+    EXPECT_GT(filtered, 100) << "holders seen in a window must also fail the filter";
     const auto f = fast.stats(), e = exact.stats();
     const double hit_fast = static_cast<double>(f.hits) / static_cast<double>(f.lookups);
     const double hit_exact = static_cast<double>(e.hits) / static_cast<double>(e.lookups);

@@ -162,7 +162,8 @@ StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const Man
   // Slot holders the window saw (and the filter passed): lifetime count and
   // last access after the window. Only touched slots have a window count.
   // The touched slots' lines are scattered over the bucket: each is
-  // prefetched kAhead slots early, and read once.
+  // prefetched kAhead slots early, and read here once for everything the
+  // round needs (a threshold filter has read them once more, above).
   auto updated = [&](size_t u) { return Updated(u, threshold); };
   constexpr size_t kAhead = 16;
   for (size_t i = 0; i < touched_.size(); ++i) {
@@ -174,7 +175,7 @@ StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const Man
     plan.updated_slots.push_back(s);
     plan.updated_count.push_back(slot.count + slot.window_count);
     plan.updated_last.push_back(slot.window_last);
-    if (incremental_) {
+    if (incremental_ && keys_ready_) {  // the incremental plan's; a rebuild scores every holder afresh
       plan.updated_window.push_back(slot.window_count);
       plan.updated_key.push_back(slot.key);
     }

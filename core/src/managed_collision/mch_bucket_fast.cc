@@ -34,6 +34,7 @@
 #include "mch_bucket.h"
 #include "fast_sort.h"
 #include "shardrec/core/dl_view.h"
+#include "shardrec/core/tensor/tensor.h"
 
 namespace shardrec::mc {
 
@@ -143,6 +144,11 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
         ++k;
       }
       slot.window_count = 0;
+    }
+    // The plan was made from this window (Stage, then Apply, nothing between).
+    if (k != plan.updated_slots.size()) {
+      AbortOnMisuse("MchBucket::CommitIncremental: a plan of another window (" +
+                    std::to_string(plan.updated_slots.size() - k) + " updated slots not touched)");
     }
     touched_.clear();
   }
