@@ -621,8 +621,9 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   auto ns_of = [](double seconds) { return static_cast<int64_t>(seconds * 1e9); };
   Tensor mine = Tensor::FromVector(std::vector<int64_t>{
       ns_of(t.input_dist), ns_of(t.lookup), ns_of(t.output_dist), ns_of(t.backward), t.input_dist_bytes,
-      t.output_dist_bytes, ns_of(p.fetch), ns_of(p.dist), ns_of(p.exposed_fetch), ns_of(p.exposed_dist)});
-  constexpr int kFields = 10;
+      t.output_dist_bytes, ns_of(p.fetch), ns_of(p.dist), ns_of(p.exposed_fetch), ns_of(p.exposed_dist),
+      ns_of(t.backward_dist)});
+  constexpr int kFields = 11;
   Tensor all = Tensor::Empty(dtype::kInt64, {kFields * world});
   SR_RETURN_IF_ERROR(group.AllGatherV(mine, &all, std::vector<int64_t>(static_cast<size_t>(world), kFields)));
   const int64_t* ns = all.data<int64_t>();
@@ -636,6 +637,7 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     times.steps = t.steps;
     times.input_dist_bytes = ns[4];
     times.output_dist_bytes = ns[5];
+    times.backward_dist = seconds(ns[10]);
     result.times.push_back(times);
     PipelineTimes pt;
     pt.fetch = seconds(ns[6]);
@@ -648,6 +650,37 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
     result.data_wait.push_back(pt.exposed_fetch);
   }
   return result;
+}
+
+// Each rank's own work in the steps: its lookups and its backward less the
+// gradient's return dist (comm, and waiting for the slowest rank). The
+// rank with the most is the one the others wait for; the spread is what a
+// better placement could win (a replica's all-reduce stays in backward).
+double OwnWork(const ShardedStepTimes& t) { return t.lookup + t.backward - t.backward_dist; }
+
+nlohmann::json PerRankSplit(const RankResult& r) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (size_t i = 0; i < r.times.size(); ++i) {
+    const auto& t = r.times[i];
+    ranks.push_back({{"lookup", t.lookup}, {"output_dist", t.output_dist}, {"backward", t.backward},
+                     {"backward_dist", t.backward_dist}, {"own_work", OwnWork(t)},
+                     {"input_dist_exposed", i < r.pipeline.size() ? r.pipeline[i].exposed_dist : 0.0},
+                     {"seconds", i < r.rank_seconds.size() ? r.rank_seconds[i] : 0.0}});
+  }
+  return ranks;
+}
+
+std::string PerRankWorkLine(const RankResult& r) {
+  std::string line = "  each rank's own work (lookup + backward, less the gradient's dist):";
+  double most = 0, least = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < r.times.size(); ++i) {
+    const double w = OwnWork(r.times[i]);
+    most = std::max(most, w);
+    least = std::min(least, w);
+    line += fmt::format(" [{}] {:.3f} s", i, w);
+  }
+  if (most > 0) line += fmt::format("; the least is {:.0f}% of the most", 100.0 * least / most);
+  return line + "\n";
 }
 
 void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group, const ShardingPlan& plan, bool json,
@@ -727,6 +760,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                         {"lookups_per_s", static_cast<double>(lookups) / r.seconds},
                         {"step_samples_per_s", nlohmann::json::array()},
                         {"seconds_per_rank", r.rank_seconds},
+                        {"time_split_s_per_rank", PerRankSplit(r)},
                         {"pipeline", r.pipeline_mode},
                         {"time_split_s", {{"input_dist", mean.input_dist}, {"lookup", mean.lookup},
                                           {"output_dist", mean.output_dist}, {"backward", mean.backward},
@@ -809,6 +843,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
                      pct(mean.output_dist), mean.output_dist, pct(mean.backward), mean.backward,
                      f.click.train ? fmt::format("data wait {:.1f}% ({:.3f} s), ", pct(data_exposed), data_exposed) : "",
                      pct(other), other, r.output_dist);
+  if (world > 1) out += PerRankWorkLine(r);
   out += fmt::format("  on the wire per step and rank: input dist {}, output dist {} (forward + backward{})\n",
                      FormatByteSize(bytes_in), FormatByteSize(bytes_out),
                      plan.qcomm.empty() ? ", float32" : ", codecs " + plan.qcomm.ToString());

@@ -145,6 +145,16 @@ parts = sum(split.get(k, 0) for k in ("input_dist", "lookup", "output_dist", "ba
 expect("train --json: the split sums to rank_mean <= seconds",
        r.returncode == 0 and abs(parts - split.get("rank_mean", -1)) < 1e-6 + 1e-3 * parts
        and split["rank_mean"] <= j["seconds"] + 1e-9 and len(j["seconds_per_rank"]) == 2, r.stdout + r.stderr)
+per = j.get("time_split_s_per_rank", [])
+expect("train --json: each rank's split, its own work = lookup + backward - the gradient's dist",
+       len(per) == 2 and all(0 <= p["backward_dist"] <= p["backward"] + 1e-9
+                             and abs(p["own_work"] - (p["lookup"] + p["backward"] - p["backward_dist"])) < 1e-9
+                             and p["seconds"] == s for p, s in zip(per, j.get("seconds_per_rank", [])))
+       and abs(sum(p["lookup"] for p in per) / 2 - split.get("lookup", -1)) < 1e-6, r.stdout + r.stderr)
+r = run("train", "--world-size", "2", *small, "--steps", "3")
+expect("train: a line gives each rank's own work", r.returncode == 0
+       and re.search(r"each rank's own work \(lookup \+ backward, less the gradient's dist\): \[0\] [0-9.]+ s \[1\] [0-9.]+ s; "
+                     r"the least is [0-9]+% of the most", r.stdout) is not None, r.stdout + r.stderr)
 
 # 5. No prefix guessing; 6. each message names the flag that was wrong.
 r = run("train", "--sharde", "row_wise", "--steps", "1")

@@ -411,7 +411,9 @@ Status ShardedEmbeddingBagCollection::Backward(const Tensor& grad, int64_t itera
   }
   std::optional<Tensor> shard_grad;
   if (tables_.layout().any_sharded()) {
+    Lap dist;
     SR_ASSIGN_OR_RETURN(shard_grad, ReturnGradient(grad));
+    times_.backward_dist += dist();
   }
   if (id_weight_grad != nullptr) {
     // Before any row changes.

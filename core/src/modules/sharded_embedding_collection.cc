@@ -376,7 +376,9 @@ Status ShardedEmbeddingCollection::Backward(const std::map<std::string, Tensor>&
     g[f] = &it->second;
   }
   if (layout.any_sharded()) {
+    Lap dist;
     SR_ASSIGN_OR_RETURN(Tensor shard_grad, ReturnGradient(g));
+    times_.backward_dist += dist();
     const auto rows = KeyRows(last_->received);
     SR_RETURN_IF_ERROR(tables_.shards().Backward(last_->received, rows, std::vector<int64_t>(rows.size(), 0), shard_grad,
                                                  iteration, learning_rate));

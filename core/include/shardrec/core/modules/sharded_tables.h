@@ -31,6 +31,9 @@ struct ShardedModuleOptions {
 // Seconds spent per phase, summed over steps (wall clock on this rank).
 struct ShardedStepTimes {
   double input_dist = 0, lookup = 0, output_dist = 0, backward = 0;
+  // Of backward: the gradient's return dist (its comm, and the wait for
+  // the slowest rank); the rest of backward is this rank's own work.
+  double backward_dist = 0;
   int64_t steps = 0;
   // Bytes this rank sent to other ranks: the input dist's ids, lengths and
   // weights, and the output dist's embeddings and gradients (what a
