@@ -30,6 +30,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include "mch_bucket.h"
 #include "fast_sort.h"
@@ -83,7 +84,7 @@ StatusOr<RoundPlan> MchBucket::PlanIncrementalRound(const EvictionPolicy& policy
     plan.key_slots = plan.updated_slots;
     counts = plan.updated_count;
     lasts = plan.updated_last;
-    windows = plan.updated_window;
+    windows = std::move(plan.updated_window);  // only scored here
   }
   for (int64_t c : plan.passing) {
     const auto u = static_cast<size_t>(c);
@@ -129,6 +130,11 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
   if (plan.rebuild_keys) {
     ApplyUpdates(plan);
     for (size_t k = 0; k < plan.key_slots.size(); ++k) slot_[static_cast<size_t>(plan.key_slots[k])].key = plan.slot_keys[k];
+    by_key_.clear();
+    for (int64_t s = 0; s + 1 < slots_; ++s) {
+      if (slot_[static_cast<size_t>(s)].occupied) by_key_[slot_[static_cast<size_t>(s)].key].Add(s);
+    }
+    keys_ready_ = true;
   } else {
     // One pass over the touched slots (prefetched) writes the updated
     // holders' metadata and keys and ends their window: the updated slots
@@ -151,13 +157,6 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
                     std::to_string(plan.updated_slots.size() - k) + " updated slots not touched)");
     }
     touched_.clear();
-  }
-  if (plan.rebuild_keys) {
-    by_key_.clear();
-    for (int64_t s = 0; s + 1 < slots_; ++s) {
-      if (slot_[static_cast<size_t>(s)].occupied) by_key_[slot_[static_cast<size_t>(s)].key].Add(s);
-    }
-    keys_ready_ = true;
   }
   // The candidates that may be admitted (-inf never is). Which of them get
   // in follows the exact round's order: key, then window count (descending),
