@@ -40,14 +40,15 @@ int RunStream(const McStreamConfig& s, const HostSession& session, bool json) {
                 s.policy.c_str(), EvictionModeName(s.eviction_mode), static_cast<long long>(s.ids),
                 static_cast<long long>(s.distinct), s.alpha, static_cast<long long>(s.slots),
                 static_cast<long long>(s.batch), static_cast<long long>(s.eviction_interval));
-    std::printf("%14s %10s %9s %12s %12s %12s\n", "ids done", "M ids/s", "hit rate", "module MiB", "RSS MiB",
-                "peak RSS MiB");
+    std::printf("%14s %10s %9s %9s %9s %12s %12s %12s\n", "ids done", "M ids/s", "hit rate", "admitted", "evicted",
+                "module MiB", "RSS MiB", "peak RSS MiB");
   }
   auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
   auto r = RunMcStream(session.registry, s, [&](const McStreamTenth& t) {
     if (json) return;
-    std::printf("%14lld %10.2f %8.1f%% %12.1f %12.1f %12.1f\n", static_cast<long long>(t.ids_done), t.ids_per_s / 1e6,
-                100 * t.hit_rate, mib(t.module_bytes), mib(t.rss_bytes), mib(t.peak_rss_bytes));
+    std::printf("%14lld %10.2f %8.1f%% %8.1f%% %8.1f%% %12.1f %12.1f %12.1f\n", static_cast<long long>(t.ids_done),
+                t.ids_per_s / 1e6, 100 * t.hit_rate, 100 * t.admitted_per_id, 100 * t.evicted_per_id, mib(t.module_bytes),
+                mib(t.rss_bytes), mib(t.peak_rss_bytes));
     std::fflush(stdout);
   });
   if (!r.ok()) {
@@ -71,6 +72,7 @@ int RunStream(const McStreamConfig& s, const HostSession& session, bool json) {
                         {"tenths", nlohmann::json::array()}};
     for (const auto& t : r.value()) {
       j["tenths"].push_back({{"ids_done", t.ids_done}, {"ids_per_s", t.ids_per_s}, {"hit_rate", t.hit_rate},
+                             {"admitted_per_id", t.admitted_per_id}, {"evicted_per_id", t.evicted_per_id},
                              {"module_bytes", t.module_bytes}, {"rss_bytes", t.rss_bytes},
                              {"peak_rss_bytes", t.peak_rss_bytes}});
     }

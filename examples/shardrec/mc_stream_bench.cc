@@ -55,7 +55,10 @@ StatusOr<std::vector<McStreamTenth>> RunMcStream(const PluginRegistry& registry,
       McStreamTenth t;
       t.ids_done = done;
       t.ids_per_s = static_cast<double>(now.lookups - at_last.lookups) / seconds;
-      t.hit_rate = static_cast<double>(now.hits - at_last.hits) / static_cast<double>(now.lookups - at_last.lookups);
+      const auto looked_up = static_cast<double>(now.lookups - at_last.lookups);
+      t.hit_rate = static_cast<double>(now.hits - at_last.hits) / looked_up;
+      t.admitted_per_id = static_cast<double>(now.admissions - at_last.admissions) / looked_up;
+      t.evicted_per_id = static_cast<double>(now.evictions - at_last.evictions) / looked_up;
       t.module_bytes = module.Bytes();
       t.rss_bytes = CurrentRssBytes();
       t.peak_rss_bytes = PeakRssBytes();

@@ -33,6 +33,10 @@ struct McStreamTenth {
   int64_t ids_done = 0;
   double ids_per_s = 0;  // Forward only
   double hit_rate = 0;   // within this tenth
+  // Ids admitted and evicted within this tenth, per id of the stream: the
+  // churn each round pays for (a hit rate near 100% with a round every step
+  // still admits every id the step saw for the first time).
+  double admitted_per_id = 0, evicted_per_id = 0;
   int64_t module_bytes = 0, rss_bytes = 0, peak_rss_bytes = 0;
 };
 

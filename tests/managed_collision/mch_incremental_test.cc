@@ -27,8 +27,9 @@ class MchIncrementalTest : public ::testing::Test {
             .ok());
   }
   MchManagedCollisionModule Make(const std::string& policy, EvictionMode mode, int64_t zch, int64_t interval,
-                                 int64_t buckets = 1) {
+                                 int64_t buckets = 1, ThresholdFilter threshold = ThresholdFilter::kNone) {
     ManagedCollisionConfig c;
+    c.threshold = threshold;
     c.zch_size = zch;
     c.eviction_interval = interval;
     c.policy = policy;
@@ -263,6 +264,74 @@ TEST_F(MchIncrementalTest, ARestoredModuleDecidesAsTheOriginal) {
     }
     EXPECT_GT(evictions, policy == "lfu" ? 20 : 100);
   }
+}
+
+// A step with a round remaps its ids from what the round did (an evicted
+// holder loses its slot, an admitted candidate takes one) instead of
+// looking them up again: its rows must be the rows a lookup right after it
+// gives. The cases contest the slots: with a threshold filter, holders the
+// step saw too rarely keep their old score and lose their slots, and with
+// more candidates than slots the last group admitted is cut to its best by
+// the tie order.
+TEST_F(MchIncrementalTest, AStepRemapsItsIdsAsALookupAfterTheRoundWould) {
+  for (const EvictionMode mode : {EvictionMode::kFast, EvictionMode::kExact})
+  for (const ThresholdFilter filter : {ThresholdFilter::kNone, ThresholdFilter::kAverage})
+  for (const ZipfCase z :
+       {ZipfCase{301, 1, 1, 1000, 40, 3000}, ZipfCase{500, 2, 3, 512, 40, 20000}, ZipfCase{9, 2, 1, 16, 200, 40}})
+  for (const std::string policy : {"lru", "lfu", "distance_lfu"}) {
+    SCOPED_TRACE(policy + (mode == EvictionMode::kFast ? " fast" : " exact") +
+                 (filter == ThresholdFilter::kNone ? "" : " average filter") + " zch " + std::to_string(z.zch));
+    auto m = Make(policy, mode, z.zch, z.interval, z.buckets, filter);
+    ZipfIds ids(z.universe, 5);
+    int64_t evictions = 0;
+    for (int step = 0; step < z.steps; ++step) {
+      const auto batch = ids.Batch(z.batch);
+      std::vector<int64_t> trained(batch.size()), looked_up(batch.size());
+      ASSERT_TRUE(m.Forward(batch, trained, true).ok());
+      evictions += static_cast<int64_t>(m.TakeEvictedRows().size());
+      ASSERT_TRUE(m.Forward(batch, looked_up, false).ok());
+      ASSERT_EQ(trained, looked_up) << "step " << step;
+    }
+    // (lfu keeps its holders once their counts have grown; a filter admits few.)
+    const int64_t least =
+        filter != ThresholdFilter::kNone || policy == "lfu" ? 0 : z.zch < 10 ? 20 : 1000;
+    EXPECT_GE(evictions, least) << "the table must keep evicting";
+    // Every holder is found at its own slot's row.
+    std::vector<int64_t> held, rows;
+    for (const auto& slot : m.Slots()) {
+      if (slot.occupied) held.push_back(slot.id), rows.push_back(slot.row);
+    }
+    std::vector<int64_t> found(held.size());
+    ASSERT_TRUE(m.Forward(held, found, false).ok());
+    EXPECT_EQ(found, rows);
+  }
+}
+
+// A failed round undoes the step's window counts, however often the step
+// saw an id: the state is as before the step.
+TEST_F(MchIncrementalTest, AFailedStepWithRepeatedIdsLeavesTheStateAsBefore) {
+  const auto lib = testing::Fixture("false_incremental", "eviction", "falseinc");
+  ASSERT_TRUE(registry_.LoadLibrary(lib).ok());
+  std::string name;
+  for (const auto& ref : registry_.Components(SR_KIND_EVICTION)) {
+    if (ref.library->path() == std::filesystem::absolute(lib)) name = ref.name();
+  }
+  ASSERT_FALSE(name.empty());
+  auto module = Make(name, EvictionMode::kFast, 4, 2);
+  std::vector<int64_t> rows(4);
+  ASSERT_TRUE(module.Forward(std::vector<int64_t>{5, 6, 5, 9}, rows, true).ok());  // a window, no round yet
+  ASSERT_TRUE(module.Forward(std::vector<int64_t>{5, 6, 6, 9}, rows, true).ok());  // the round: all admitted
+  ASSERT_TRUE(module.Forward(std::vector<int64_t>{6, 9, 9, 8}, rows, true).ok());  // a window again
+  std::vector<int64_t> before, candidates_before;
+  module.ExportState(&before, &candidates_before);
+  // 5 and 6 seen again and again, 8 and 7 as candidates: the round fails.
+  rows.resize(8);
+  ASSERT_FALSE(module.Forward(std::vector<int64_t>{5, 6, 5, 8, 6, 7, 8, 5}, rows, true).ok());
+  std::vector<int64_t> after, candidates_after;
+  module.ExportState(&after, &candidates_after);
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(candidates_after, candidates_before);
+  EXPECT_EQ(module.iteration(), 3);
 }
 
 TEST_F(MchIncrementalTest, APolicyThatBreaksItsPromiseIsNamedAndNothingChanges) {

@@ -9,6 +9,7 @@
 #include <bit>
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "shardrec/core/managed_collision/id_hash.h"
@@ -52,9 +53,9 @@ inline uint64_t PlacementOrder(int64_t id) { return std::rotr(Fmix64(static_cast
 // on the order they came in.
 //
 // A round's candidates share few keys (lru: one per step of the window,
-// lfu: one per count), so this is four radix passes of 8 bits over (key's
+// lfu: one per count), so this is three or four radix passes over (key's
 // rank, top 24 bits of PlacementOrder) and an insertion pass for the rare
-// equal prefixes: ~3 ms for 200k where std::sort by (key, id) took 13.
+// equal prefixes: ~2 ms for 200k where std::sort by (key, id) took 13.
 // With more than 255 distinct keys, std::sort.
 template <typename T, typename KeyOf, typename IdOf>
 void OrderByKeyThenPlacement(std::vector<T>& v, KeyOf key_of, IdOf id_of) {
@@ -91,34 +92,59 @@ void OrderByKeyThenPlacement(std::vector<T>& v, KeyOf key_of, IdOf id_of) {
     std::sort(by_key.begin(), by_key.end(), [&](size_t a, size_t b) { return keys[a] > keys[b]; });
     for (size_t r = 0; r < keys.size(); ++r) rank_of[by_key[r]] = r;
   }
-  struct Keyed {
-    uint64_t order, at;  // order: the key's rank in the top 8 bits, then PlacementOrder's top 56
-  };
-  std::vector<Keyed> keyed(v.size()), tmp(v.size());
-  for (size_t i = 0; i < v.size(); ++i) keyed[i] = {(rank_of[place[i]] << 56) | (hash(v[i]) >> 8), i};
-  for (int shift = 32; shift < 64; shift += 8) {
-    auto digit = [&](const Keyed& x) { return static_cast<size_t>((x.order >> shift) & 0xff); };
-    size_t start[257] = {};
-    for (const Keyed& x : keyed) ++start[digit(x) + 1];
-    if (start[digit(keyed.front()) + 1] == keyed.size()) continue;  // one digit for all: nothing moves
-    for (size_t d = 0; d < 256; ++d) start[d + 1] += start[d];
-    for (const Keyed& x : keyed) tmp[start[digit(x)]++] = x;
+  // Each element as one word: its key's rank (8 bits) and PlacementOrder's
+  // top 24 bits, then its position; radix passes over the top half, their
+  // counts taken in one pass. Eight bytes moved per element and pass where
+  // a 16-byte pair took twice the time. Digits of 11 bits (three passes)
+  // for a large round, of 8 (four passes) for a small one, where the
+  // counts of wider digits cost more than the elements (a round every step
+  // of a few thousand ids).
+  if (v.size() >= (size_t{1} << 32)) {
+    std::sort(v.begin(), v.end(), before);
+    return;
+  }
+  std::vector<uint64_t> keyed(v.size()), tmp(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint64_t order = (rank_of[place[i]] << 24) | (hash(v[i]) >> 40);
+    keyed[i] = (order << 32) | i;
+  }
+  const int bits = v.size() >= 65536 ? 11 : 8;
+  const int passes = (32 + bits - 1) / bits;
+  const size_t digits = size_t{1} << bits;
+  const uint64_t mask = digits - 1;
+  std::vector<size_t> count(static_cast<size_t>(passes) * digits, 0);
+  for (uint64_t x : keyed) {
+    for (int p = 0; p < passes; ++p) ++count[static_cast<size_t>(p) * digits + ((x >> (32 + p * bits)) & mask)];
+  }
+  for (int p = 0; p < passes; ++p) {
+    size_t* start = count.data() + static_cast<size_t>(p) * digits;
+    const int shift = 32 + p * bits;
+    const auto digit = [&](uint64_t x) { return static_cast<size_t>((x >> shift) & mask); };
+    if (start[digit(keyed.front())] == keyed.size()) continue;  // one digit for all: nothing moves
+    size_t sum = 0;
+    for (size_t d = 0; d < digits; ++d) sum += std::exchange(start[d], sum);
+    for (uint64_t x : keyed) tmp[start[digit(x)]++] = x;
     keyed.swap(tmp);
   }
-  // Sorted on the top 32 bits; finish on the rest (few equal prefixes).
-  auto less = [&](const Keyed& a, const Keyed& b) {
-    return a.order != b.order ? a.order < b.order : hash(v[a.at]) < hash(v[b.at]);
+  // Sorted on the top 32 bits; finish on the whole hash (few equal prefixes).
+  const auto at = [](uint64_t x) { return static_cast<size_t>(x & 0xffffffffu); };
+  auto less = [&](uint64_t a, uint64_t b) {
+    return (a >> 32) != (b >> 32) ? a < b : hash(v[at(a)]) < hash(v[at(b)]);
   };
   for (size_t i = 1; i < keyed.size(); ++i) {
-    if (!less(keyed[i], keyed[i - 1])) continue;
-    const Keyed x = keyed[i];
+    if ((keyed[i] >> 32) != (keyed[i - 1] >> 32) || !less(keyed[i], keyed[i - 1])) continue;
+    const uint64_t x = keyed[i];
     size_t j = i;
     for (; j > 0 && less(x, keyed[j - 1]); --j) keyed[j] = keyed[j - 1];
     keyed[j] = x;
   }
   std::vector<T> out;
   out.reserve(v.size());
-  for (const Keyed& x : keyed) out.push_back(v[x.at]);
+  // A gather in an order unrelated to v's: each element prefetched ahead.
+  for (size_t i = 0; i < keyed.size(); ++i) {
+    if (i + 16 < keyed.size()) __builtin_prefetch(&v[at(keyed[i + 16])]);
+    out.push_back(v[at(keyed[i])]);
+  }
   v = std::move(out);
 }
 

@@ -66,7 +66,8 @@ int64_t MchBucket::CandidateIndex(int64_t id) {
   return index;
 }
 
-void MchBucket::Record(std::span<const int64_t> ids, const int64_t* slots, int64_t iteration) {
+void MchBucket::Record(std::span<const int64_t> ids, const int64_t* slots, int64_t iteration,
+                       int64_t* candidate_of) {
   // Each id's line (its slot's, or its home in the candidate index) is
   // prefetched kAhead ids early: both are read at random. (Looking the ids
   // up in this same pass, two stages deep, was 4% faster on bench mc
@@ -85,17 +86,36 @@ void MchBucket::Record(std::span<const int64_t> ids, const int64_t* slots, int64
     const int64_t s = slots[i];
     if (s >= 0) {
       SlotState& slot = slot_[static_cast<size_t>(s)];
-      if (undo_.active) undo_.slot_log.insert(undo_.slot_log.end(), {s, slot.window_count, slot.window_last});
+      // The undo needs a slot's state before this step only: logged at its
+      // first id of the step (before it, its last access is older).
+      if (undo_.active && slot.window_last != iteration) Log(undo_.slot_log, s, slot.window_count, slot.window_last);
       if (slot.window_count++ == 0) touched_.push_back(s);
       slot.window_last = iteration;
+      candidate_of[i] = -1;
     } else {
       const int64_t c = CandidateIndex(ids[i]);
+      candidate_of[i] = c;
       const auto u = static_cast<size_t>(c);
-      if (undo_.active && u < undo_.candidates_mark) {
-        undo_.candidate_log.insert(undo_.candidate_log.end(), {c, candidate_count_[u], candidate_last_[u]});
+      if (undo_.active && u < undo_.candidates_mark && candidate_last_[u] != iteration) {
+        Log(undo_.candidate_log, c, candidate_count_[u], candidate_last_[u]);
       }
       ++candidate_count_[u];
       candidate_last_[u] = iteration;
+    }
+  }
+}
+
+void MchBucket::RefreshSlots(std::span<const int64_t> ids, int64_t* slots, const int64_t* candidate_of,
+                             const RoundPlan& plan) {
+  slot_of_candidate_.assign(static_cast<size_t>(plan.candidates), -1);
+  for (const auto& [slot, candidate] : plan.replacements) slot_of_candidate_[static_cast<size_t>(candidate)] = slot;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t s = slots[i];
+    if (s >= 0) {  // a holder keeps its slot unless the round evicted it
+      const SlotState& slot = slot_[static_cast<size_t>(s)];
+      if (!slot.occupied || slot.id != ids[i]) slots[i] = -1;
+    } else {
+      slots[i] = slot_of_candidate_[static_cast<size_t>(candidate_of[i])];
     }
   }
 }

@@ -211,9 +211,8 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
   // by the tie order took 13). The tie order matters only in a group that does not all
   // fit, which is ordered on its own below.
   OrderByKeyThenPlacement(best, [](const Ranked& r) { return r.key; }, [](const Ranked& r) { return r.id; });
-  // 1. Each admitted candidate's slot: an empty one, or the lowest holder's.
-  // Only keys are read here; the slots' other fields and the id index are
-  // written in the passes after it, which prefetch ahead.
+  // 1. Each admitted candidate's slot: an empty one, or the lowest holder's
+  // (the files' walk reads keys, prefetched in file order).
   int64_t evictions = 0;
   KeyBucket* raised = nullptr;  // the file holders whose key rose went to last (lru: a few keys a round)
   double raised_key = 0;
@@ -251,50 +250,21 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
     }
     return -1;
   };
-  // A group (one key) takes slots until it is placed or none is left below
-  // its key; then no lower group can get one either.
-  std::vector<std::pair<int64_t, Ranked>> taken;  // (slot, the candidate)
-  std::vector<int64_t> got;                       // the group's slots
-  for (size_t g = 0; g < best.size();) {
-    const double key = best[g].key;
-    size_t end = g + 1;
-    while (end < best.size() && best[end].key == key) ++end;
-    got.clear();
-    while (got.size() < end - g) {
-      int64_t slot = -1;
-      if (!free_.empty()) {
-        slot = free_.back();
-        free_.pop_back();
-      } else {
-        slot = lowest_below(key);
-        if (slot < 0) break;
-        ++evictions;
-      }
-      got.push_back(slot);
-    }
-    const auto first = best.begin() + static_cast<std::ptrdiff_t>(g);
-    const bool all = got.size() == end - g;
-    if (!all) {  // the best of the group by the tie order, then in the group's order again
-      const auto admitted = first + static_cast<std::ptrdiff_t>(got.size());
-      std::nth_element(first, admitted, best.begin() + static_cast<std::ptrdiff_t>(end), better);
-      std::sort(first, admitted,
-                [](const Ranked& a, const Ranked& b) { return PlacementOrder(a.id) < PlacementOrder(b.id); });
-    }
-    for (size_t k = 0; k < got.size(); ++k) taken.emplace_back(got[k], best[g + k]);
-    if (!all) break;
-    g = end;
-  }
-  // 2. The newcomers take their slots (the holders' ids read on the way
-  // out), and are filed by key (in slot order within a key, as the files
-  // are read).
+  // 2. Each newcomer takes its slot as soon as the slot is found, while
+  // the holder's line is in the cache from reading its key (a pass of its
+  // own afterwards missed it again): the holder's id is read on the way
+  // out, the newcomer is written and filed by key (in slot order within a
+  // key, as the files are read). Filing newcomers while the files are
+  // walked is safe: a newcomer's key is above every key still searched
+  // below (groups come best first, and residents win ties).
   KeyBucket* filed = nullptr;
   double filed_key = 0;
-  std::vector<int64_t> gone, new_ids(taken.size()), new_slots(taken.size());
-  gone.reserve(static_cast<size_t>(evictions));
-  for (size_t k = 0; k < taken.size(); ++k) {
-    if (k + kAhead < taken.size()) __builtin_prefetch(&slot_[static_cast<size_t>(taken[k + kAhead].first)], 1);
-    const auto& [slot, r] = taken[k];
-    plan.replacements.emplace_back(slot, r.candidate);
+  std::vector<int64_t> gone, new_ids, new_slots;
+  gone.reserve(best.size());
+  new_ids.reserve(best.size());
+  new_slots.reserve(best.size());
+  plan.replacements.reserve(best.size());
+  auto admit = [&](int64_t slot, const Ranked& r) {
     SlotState& state = slot_[static_cast<size_t>(slot)];
     if (state.occupied) {
       gone.push_back(state.id);
@@ -305,10 +275,59 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
     state.count = r.count;
     state.last = r.last;
     state.key = r.key;
-    new_ids[k] = r.id;
-    new_slots[k] = slot;
+    plan.replacements.emplace_back(slot, r.candidate);
+    new_ids.push_back(r.id);
+    new_slots.push_back(slot);
     if (filed == nullptr || r.key != filed_key) filed = &by_key_[r.key], filed_key = r.key;  // lru: a few keys a round
     filed->Add(slot);
+  };
+  // A group (one key) takes slots until it is placed or none is left below
+  // its key; then no lower group can get one either. Its k-th slot goes to
+  // its k-th candidate; when only some fit (the last group), they are
+  // rewritten below with the best of the group by the tie order.
+  for (size_t g = 0; g < best.size();) {
+    const double key = best[g].key;
+    size_t end = g + 1;
+    while (end < best.size() && best[end].key == key) ++end;
+    const size_t placed_before = new_slots.size();
+    size_t got = 0;
+    while (got < end - g) {
+      int64_t slot = -1;
+      if (!free_.empty()) {
+        if (free_.size() > kAhead) {
+          __builtin_prefetch(&slot_[static_cast<size_t>(free_[free_.size() - 1 - kAhead])], 1);
+        }
+        slot = free_.back();
+        free_.pop_back();
+      } else {
+        slot = lowest_below(key);
+        if (slot < 0) break;
+        ++evictions;
+      }
+      admit(slot, best[g + got]);
+      ++got;
+    }
+    if (got == end - g) {
+      g = end;
+      continue;
+    }
+    // The best `got` of the group by the tie order, in the group's order again.
+    const auto first = best.begin() + static_cast<std::ptrdiff_t>(g);
+    const auto admitted = first + static_cast<std::ptrdiff_t>(got);
+    std::nth_element(first, admitted, best.begin() + static_cast<std::ptrdiff_t>(end), better);
+    std::sort(first, admitted,
+              [](const Ranked& a, const Ranked& b) { return PlacementOrder(a.id) < PlacementOrder(b.id); });
+    for (size_t k = 0; k < got; ++k) {
+      const size_t at = placed_before + k;
+      const Ranked& r = best[g + k];
+      SlotState& state = slot_[static_cast<size_t>(new_slots[at])];
+      state.id = r.id;
+      state.count = r.count;
+      state.last = r.last;
+      new_ids[at] = r.id;
+      plan.replacements[at].second = r.candidate;
+    }
+    break;
   }
   // 3. The evicted ids leave the index and the newcomers enter it.
   index_.ReplaceMany(gone, new_ids, new_slots.data());

@@ -148,10 +148,12 @@ Status MchManagedCollisionModule::Stage(std::span<const int64_t> ids, bool train
   ++iteration_;
   const bool due = iteration_ - last_round_ == config_.eviction_interval;
   const int64_t* grouped = Grouped(ids);
+  candidate_of_.resize(ids.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const auto begin = static_cast<size_t>(bucket_begin_[b]), end = static_cast<size_t>(bucket_begin_[b + 1]);
     if (due) buckets_[b]->MarkWindow();
-    buckets_[b]->Record({grouped + begin, end - begin}, found_.data() + begin, iteration_);
+    buckets_[b]->Record({grouped + begin, end - begin}, found_.data() + begin, iteration_,
+                        candidate_of_.data() + begin);
   }
   if (!due) return Status::Ok();
   staged_round_ = true;
@@ -184,16 +186,20 @@ void MchManagedCollisionModule::Apply(std::span<const int64_t> ids, std::span<in
   if (staged_round_) {
     // A module with no buckets here (a rank without a share) still keeps
     // the round schedule, so every rank agrees on when rounds run.
+    const int64_t* grouped = Grouped(ids);
     for (size_t b = 0; b < buckets_.size(); ++b) {
       mc::RoundPlan& plan = staged_plans_[b];
       lookup_stats_.evictions += buckets_[b]->Commit(plan, evicted_rows_);
+      // The round moved ids in and out: remap sees the new slots.
+      const auto begin = static_cast<size_t>(bucket_begin_[b]), end = static_cast<size_t>(bucket_begin_[b + 1]);
+      buckets_[b]->RefreshSlots({grouped + begin, end - begin}, found_.data() + begin, candidate_of_.data() + begin,
+                                plan);
       lookup_stats_.admissions += static_cast<int64_t>(plan.replacements.size());
       lookup_stats_.refusals += plan.candidates - static_cast<int64_t>(plan.replacements.size());
       ++lookup_stats_.rounds;
     }
     last_round_ = iteration_;
     staged_plans_.clear();
-    FindSlots(ids);  // the round moved ids in and out: remap sees the new slots
   }
   const int64_t* grouped = Grouped(ids);
   int64_t hits = 0, residual = 0;
