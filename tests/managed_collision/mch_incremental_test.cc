@@ -40,6 +40,17 @@ class MchIncrementalTest : public ::testing::Test {
     return std::move(m).value();
   }
 
+  // The fixture policy that declares `incremental` but scores an accessed
+  // entry lower: its component's name ("" when it did not load).
+  std::string LoadFalseIncremental() {
+    const auto lib = testing::Fixture("false_incremental", "eviction", "falseinc");
+    if (!registry_.LoadLibrary(lib).ok()) return "";
+    for (const auto& ref : registry_.Components(SR_KIND_EVICTION)) {
+      if (ref.library->path() == std::filesystem::absolute(lib)) return ref.name();
+    }
+    return "";
+  }
+
   HostServices services_;
   PluginRegistry registry_{&services_};
 };
@@ -310,12 +321,7 @@ TEST_F(MchIncrementalTest, AStepRemapsItsIdsAsALookupAfterTheRoundWould) {
 // A failed round undoes the step's window counts, however often the step
 // saw an id: the state is as before the step.
 TEST_F(MchIncrementalTest, AFailedStepWithRepeatedIdsLeavesTheStateAsBefore) {
-  const auto lib = testing::Fixture("false_incremental", "eviction", "falseinc");
-  ASSERT_TRUE(registry_.LoadLibrary(lib).ok());
-  std::string name;
-  for (const auto& ref : registry_.Components(SR_KIND_EVICTION)) {
-    if (ref.library->path() == std::filesystem::absolute(lib)) name = ref.name();
-  }
+  const std::string name = LoadFalseIncremental();
   ASSERT_FALSE(name.empty());
   auto module = Make(name, EvictionMode::kFast, 4, 2);
   std::vector<int64_t> rows(4);
@@ -335,12 +341,7 @@ TEST_F(MchIncrementalTest, AFailedStepWithRepeatedIdsLeavesTheStateAsBefore) {
 }
 
 TEST_F(MchIncrementalTest, APolicyThatBreaksItsPromiseIsNamedAndNothingChanges) {
-  const auto lib = testing::Fixture("false_incremental", "eviction", "falseinc");
-  ASSERT_TRUE(registry_.LoadLibrary(lib).ok());
-  std::string name;
-  for (const auto& ref : registry_.Components(SR_KIND_EVICTION)) {
-    if (ref.library->path() == std::filesystem::absolute(lib)) name = ref.name();
-  }
+  const std::string name = LoadFalseIncremental();
   ASSERT_FALSE(name.empty());
   auto module = Make(name, EvictionMode::kFast, 4, 1);
   ASSERT_TRUE(module.incremental_rounds());
