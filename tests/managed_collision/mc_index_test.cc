@@ -141,6 +141,31 @@ TEST(FastSortTest, OrderByKeyThenPlacementMatchesSortOnBothPaths) {
   }
   ExpectOrdered({});
   ExpectOrdered({{1.0, 5}});
+  ExpectOrdered({{1.0, 5}, {1.0, 6}});
+  ExpectOrdered({{1.0, 5}, {2.0, 6}});
+}
+
+// Both digit widths (8 bits below 65,536 candidates, 11 from there) at
+// their boundary and at a long stream's round size, one key and several,
+// with runs that share the top 32 bits of their order.
+TEST(FastSortTest, OrderByKeyThenPlacementAtEveryDigitWidth) {
+  std::mt19937_64 rng(12);
+  for (const size_t n : {size_t{65535}, size_t{65536}, size_t{200000}}) {
+    for (const int distinct_keys : {1, 7}) {
+      std::vector<Candidate> v;
+      for (size_t i = 0; i < n; ++i) {
+        uint64_t order = rng();
+        if (i % 5 == 0) order = (uint64_t{0x0badf00d} << 32) | (order & 0xffffffffULL);
+        v.push_back({-static_cast<double>(rng() % static_cast<uint64_t>(distinct_keys)), IdPlacedAt(order)});
+      }
+      std::sort(v.begin(), v.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+      v.erase(std::unique(v.begin(), v.end(), [](const Candidate& a, const Candidate& b) { return a.id == b.id; }),
+              v.end());
+      std::shuffle(v.begin(), v.end(), rng);
+      SCOPED_TRACE(std::to_string(v.size()) + " candidates, " + std::to_string(distinct_keys) + " keys");
+      ExpectOrdered(v);
+    }
+  }
 }
 
 }  // namespace

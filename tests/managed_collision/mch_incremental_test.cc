@@ -55,6 +55,13 @@ class MchIncrementalTest : public ::testing::Test {
   PluginRegistry registry_{&services_};
 };
 
+// ExportState's (slot rows, candidates).
+std::pair<std::vector<int64_t>, std::vector<int64_t>> StateOf(const MchManagedCollisionModule& m) {
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> state;
+  m.ExportState(&state.first, &state.second);
+  return state;
+}
+
 std::set<int64_t> Held(const MchManagedCollisionModule& m) {
   std::set<int64_t> ids;
   for (const auto& s : m.Slots()) {
@@ -328,16 +335,49 @@ TEST_F(MchIncrementalTest, AFailedStepWithRepeatedIdsLeavesTheStateAsBefore) {
   ASSERT_TRUE(module.Forward(std::vector<int64_t>{5, 6, 5, 9}, rows, true).ok());  // a window, no round yet
   ASSERT_TRUE(module.Forward(std::vector<int64_t>{5, 6, 6, 9}, rows, true).ok());  // the round: all admitted
   ASSERT_TRUE(module.Forward(std::vector<int64_t>{6, 9, 9, 8}, rows, true).ok());  // a window again
-  std::vector<int64_t> before, candidates_before;
-  module.ExportState(&before, &candidates_before);
+  const auto before = StateOf(module);
   // 5 and 6 seen again and again, 8 and 7 as candidates: the round fails.
   rows.resize(8);
   ASSERT_FALSE(module.Forward(std::vector<int64_t>{5, 6, 5, 8, 6, 7, 8, 5}, rows, true).ok());
-  std::vector<int64_t> after, candidates_after;
-  module.ExportState(&after, &candidates_after);
-  EXPECT_EQ(after, before);
-  EXPECT_EQ(candidates_after, candidates_before);
+  EXPECT_EQ(StateOf(module), before);
   EXPECT_EQ(module.iteration(), 3);
+}
+
+// A step staged with no round due and then discarded (another table's
+// round failed) leaves nothing behind either: its ids are not counted
+// twice when the step runs again.
+TEST_F(MchIncrementalTest, ADiscardedStepWithNoRoundDueLeavesTheStateAsBefore) {
+  for (const EvictionMode mode : {EvictionMode::kFast, EvictionMode::kExact}) {
+    SCOPED_TRACE(mode == EvictionMode::kFast ? "fast" : "exact");
+    auto module = Make("lru", mode, 4, 3, 2);
+    std::vector<int64_t> rows(4);
+    ASSERT_TRUE(module.Forward(std::vector<int64_t>{5, 6, 5, 9}, rows, true).ok());
+    const auto before = StateOf(module);
+    const std::vector<int64_t> step{5, 6, 6, 8, 8, 7, 5};
+    ASSERT_TRUE(module.Stage(step, true).ok());  // the second step of three: no round
+    module.Discard();
+    EXPECT_EQ(StateOf(module), before);
+    EXPECT_EQ(module.iteration(), 1);
+  }
+}
+
+// A state whose last accesses lie ahead of its iteration is refused: a
+// step's undo finds its first id of a slot by an older last access.
+TEST_F(MchIncrementalTest, AStateWithAccessesAheadOfItsIterationIsRefused) {
+  auto module = Make("lru", EvictionMode::kFast, 4, 2);
+  std::vector<int64_t> rows(3);
+  ASSERT_TRUE(module.Forward(std::vector<int64_t>{5, 6, 7}, rows, true).ok());
+  ASSERT_TRUE(module.Forward(std::vector<int64_t>{5, 6, 8}, rows, true).ok());  // a round: 5, 6, 7 admitted
+  std::vector<int64_t> state, candidates;
+  module.ExportState(&state, &candidates);
+  auto fresh = Make("lru", EvictionMode::kFast, 4, 2);
+  ASSERT_TRUE(fresh.ImportState(state, candidates, module.iteration(), module.last_round(), module.stats()).ok());
+  // Column 3 is a slot's last access: move it past the saved iteration.
+  std::vector<int64_t> ahead = state;
+  ahead[3] = module.iteration() + 1;
+  auto refused = fresh.ImportState(ahead, candidates, module.iteration(), module.last_round(), module.stats());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("a last access outside [0, iteration 2]"), std::string::npos) << refused.message();
 }
 
 TEST_F(MchIncrementalTest, APolicyThatBreaksItsPromiseIsNamedAndNothingChanges) {

@@ -379,7 +379,8 @@ int64_t MchBucket::Bytes() const {
   auto vec = [](const auto& v) { return static_cast<int64_t>(v.capacity() * sizeof(v[0])); };
   return vec(slot_) + vec(metadata_) + vec(order_) + static_cast<int64_t>(index_.bytes()) + vec(touched_) +
          vec(candidate_ids_) + vec(candidate_count_) + vec(candidate_last_) +
-         static_cast<int64_t>(candidate_index_.bytes()) + vec(free_) + vec(sort_bits_) + FiledBytes();
+         static_cast<int64_t>(candidate_index_.bytes()) + vec(free_) + vec(sort_bits_) + vec(slot_of_candidate_) +
+         FiledBytes();
 }
 
 }  // namespace shardrec::mc

@@ -94,8 +94,9 @@ class MchBucket {
   int64_t StateWidth() const { return 6 + metadata_columns_; }
   void ExportState(int64_t* rows, std::vector<int64_t>* candidates) const;
   // CheckState: one flag each, ids unique, no candidate holding a slot,
-  // counts >= 0. ApplyState replaces the state with checked values.
-  Status CheckState(const int64_t* rows, std::span<const int64_t> candidates) const;
+  // counts >= 0, last accesses in [0, iteration]. ApplyState replaces the
+  // state with checked values.
+  Status CheckState(const int64_t* rows, std::span<const int64_t> candidates, int64_t iteration) const;
   void ApplyState(const int64_t* rows, std::span<const int64_t> candidates);
 
   int64_t capacity() const { return slots_ - 1; }

@@ -31,7 +31,7 @@ void MchBucket::ExportState(int64_t* rows, std::vector<int64_t>* candidates) con
   }
 }
 
-Status MchBucket::CheckState(const int64_t* rows, std::span<const int64_t> candidates) const {
+Status MchBucket::CheckState(const int64_t* rows, std::span<const int64_t> candidates, int64_t iteration) const {
   const auto width = static_cast<size_t>(StateWidth());
   const auto n = static_cast<size_t>(slots_);
   auto bad = [&](const std::string& what) {
@@ -44,6 +44,12 @@ Status MchBucket::CheckState(const int64_t* rows, std::span<const int64_t> candi
     if (r[kOccupied] && s + 1 == n) return bad("the default slot holds an id");
     if (r[kOccupied] && !held.insert(r[kId]).second) return bad("id " + std::to_string(r[kId]) + " holds two slots");
     if (r[kCount] < 0 || r[kWindowCount] < 0) return bad("slot " + std::to_string(s) + ": a negative count");
+    // A step's undo logs a slot at its first id of the step, found by a
+    // last access older than the step: none may lie ahead of the state.
+    if (r[kLast] < 0 || r[kLast] > iteration || r[kWindowLast] < 0 || r[kWindowLast] > iteration) {
+      return bad("slot " + std::to_string(s) + ": a last access outside [0, iteration " + std::to_string(iteration) +
+                 "]");
+    }
   }
   if (candidates.size() % 3 != 0) return bad("candidates are (id, count, last) triples");
   std::unordered_set<int64_t> seen;
@@ -52,6 +58,10 @@ Status MchBucket::CheckState(const int64_t* rows, std::span<const int64_t> candi
     if (held.contains(id)) return bad("candidate " + std::to_string(id) + " holds a slot");
     if (!seen.insert(id).second) return bad("candidate " + std::to_string(id) + " is listed twice");
     if (candidates[c + 1] < 1) return bad("candidate " + std::to_string(id) + ": a count below 1");
+    if (candidates[c + 2] < 0 || candidates[c + 2] > iteration) {
+      return bad("candidate " + std::to_string(id) + ": a last access outside [0, iteration " +
+                 std::to_string(iteration) + "]");
+    }
   }
   return Status::Ok();
 }

@@ -151,7 +151,9 @@ Status MchManagedCollisionModule::Stage(std::span<const int64_t> ids, bool train
   candidate_of_.resize(ids.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const auto begin = static_cast<size_t>(bucket_begin_[b]), end = static_cast<size_t>(bucket_begin_[b + 1]);
-    if (due) buckets_[b]->MarkWindow();
+    // Every training step keeps its undo, a round due or not: a step
+    // staged beside another table whose round fails is discarded too.
+    buckets_[b]->MarkWindow();
     buckets_[b]->Record({grouped + begin, end - begin}, found_.data() + begin, iteration_,
                         candidate_of_.data() + begin);
   }

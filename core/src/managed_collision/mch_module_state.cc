@@ -59,7 +59,7 @@ Status MchManagedCollisionModule::ImportState(std::span<const int64_t> rows, std
   // Every bucket is checked before any changes.
   int64_t at = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (Status st = buckets_[b]->CheckState(rows.data() + at * width, per_bucket[b]); !st.ok()) return bad(st.message());
+    if (Status st = buckets_[b]->CheckState(rows.data() + at * width, per_bucket[b], iteration); !st.ok()) return bad(st.message());
     at += buckets_[b]->slots();
   }
   at = 0;
