@@ -4,8 +4,11 @@
 // in-memory kernel on the same steps, in the same run.
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <numeric>
+#include <random>
 #include <sstream>
 #include <unordered_map>
 
@@ -40,7 +43,7 @@ bool SplitNumbers(const std::string& text, std::vector<double>* out) {
 int RunBenchCache(const std::vector<std::string>& args) {
   GlobalOptions g;
   CacheBenchConfig c;
-  std::string ids_path, load_factors = "0.01,0.05,0.2", policies = "lru,lfu", dir;
+  std::string ids_path, load_factors = "0.01,0.05,0.2", policies = "lru,lfu", dir, row_order = "first-seen";
   po::options_description desc("bench cache options");
   AddGlobalOptions(desc, &g);
   desc.add_options()
@@ -48,6 +51,10 @@ int RunBenchCache(const std::vector<std::string>& args) {
       ("rows", po::value(&c.rows)->default_value(0),
        "rows of the table, the stream's ids being rows of it; 0: one row per distinct id of the stream, in order of "
        "first appearance (for raw, hashed ids)")
+      ("row-order", po::value(&row_order)->default_value(row_order),
+       "with --rows 0, which row each distinct id gets: first-seen (in order of first appearance, so the hot ids, "
+       "seen first, sit together at the table's start: friendly to the in-memory kernel's caches) or scattered (a "
+       "fixed random permutation of those rows, as hashed ids land in a production table)")
       ("dim", po::value(&c.dim)->default_value(c.dim), "embedding dimension")
       ("batch", po::value(&c.batch)->default_value(c.batch), "ids per training step (one id per bag)")
       ("load-factors", po::value(&load_factors)->default_value(load_factors),
@@ -94,16 +101,31 @@ int RunBenchCache(const std::vector<std::string>& args) {
   if (given.empty()) return usage("--policies '" + policies + "': expected names separated by commas");
   if (c.dim <= 0 || c.batch <= 0 || c.rows < 0) return usage("--dim and --batch must be positive, --rows >= 0");
   if (c.passes < 1 || c.passes > 10) return usage("--passes " + std::to_string(c.passes) + " is outside 1..10");
+  if (row_order != "first-seen" && row_order != "scattered") {
+    return usage("--row-order '" + row_order + "': expected first-seen or scattered");
+  }
+  if (row_order == "scattered" && c.rows != 0) {
+    return usage("--row-order scattered numbers the rows of raw ids: leave --rows out (the stream's ids are rows "
+                 "already with --rows " + std::to_string(c.rows) + ")");
+  }
   auto ids = ReadIdStream(ids_path);
   if (!ids.ok()) return usage(ids.status().message());
   c.ids = std::move(ids).value();
   if (c.ids.empty()) return usage(ids_path + ": the stream is empty");
-  if (c.rows == 0) {
+  const bool numbered = c.rows == 0;  // raw ids, numbered here by --row-order
+  if (numbered) {
     // Raw ids (hashed, sparse): each distinct id gets a row, in order of
     // first appearance, a bijection that keeps the stream's reuse exactly.
     std::unordered_map<int64_t, int64_t> row_of;
     for (int64_t& id : c.ids) id = row_of.emplace(id, static_cast<int64_t>(row_of.size())).first->second;
     c.rows = static_cast<int64_t>(row_of.size());
+    if (row_order == "scattered") {  // the same permutation every run, so runs compare
+      std::vector<int64_t> row(static_cast<size_t>(c.rows));
+      std::iota(row.begin(), row.end(), int64_t{0});
+      std::mt19937_64 rng(20261127);
+      std::shuffle(row.begin(), row.end(), rng);
+      for (int64_t& id : c.ids) id = row[static_cast<size_t>(id)];
+    }
   } else {
     for (int64_t id : c.ids) {
       if (id < 0 || id >= c.rows) {
@@ -136,9 +158,11 @@ int RunBenchCache(const std::vector<std::string>& args) {
   };
   auto pass_name = [](size_t p) { return p == 0 ? "cold" : "warm"; };
   if (!g.json) {
-    std::printf("bench cache: %zu ids over %lld rows of %lld floats, %lld ids per step, optimizer %s; row files in %s\n",
+    std::printf("bench cache: %zu ids over %lld rows of %lld floats (rows %s), %lld ids per step, optimizer %s; row "
+                "files in %s\n",
                 c.ids.size(), static_cast<long long>(c.rows), static_cast<long long>(c.dim),
-                static_cast<long long>(c.batch), c.optimizer.c_str(), c.dir.string().c_str());
+                numbered ? row_order.c_str() : "as given", static_cast<long long>(c.batch),
+                c.optimizer.c_str(), c.dir.string().c_str());
     std::printf("CacheStatistics of the stream: cacheability %.3f, expected lookups %.0f per step (distinct ids)\n",
                 stats->cacheability(), stats->expected_lookups());
     std::printf("(LRU expect: the miss rate of a fully associative LRU cache on the stream's first pass)\n");
@@ -174,7 +198,8 @@ int RunBenchCache(const std::vector<std::string>& args) {
   }
   if (g.json) {
     // A run's own fields are its first (cold) pass; "passes" holds them all.
-    nlohmann::json j = {{"ids", c.ids.size()}, {"rows", c.rows}, {"dim", c.dim}, {"batch", c.batch},
+    nlohmann::json j = {{"ids", c.ids.size()}, {"rows", c.rows},
+                        {"row_order", numbered ? row_order : "as given"}, {"dim", c.dim}, {"batch", c.batch},
                         {"optimizer", c.optimizer}, {"memory_ids_per_s", memory.at(0)},
                         {"memory_ids_per_s_per_pass", memory},
                         {"probe_rows_per_s", r->probe_rows_per_s}, {"io", r->io_backend},

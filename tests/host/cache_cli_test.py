@@ -8,7 +8,8 @@ hang together (a bigger cache hits at least as often and reads fewer rows
 from its file; misses bound the rows read; with every row cached the hit
 rate approaches the stream's reuse; a warm pass over a cache that holds
 every row never misses, and warm misses are read back), the row files are
-removed, and bad input is refused with a message naming it. The probe
+removed, the rows' numbering (--row-order) changes no hit, and bad input
+is refused with a message naming it. The probe
 script docs/cache.md quotes (scripts/row_write_probe.py) runs too.
 
 A third party's policy (the SDK example's decayed_lfu, by path, with an
@@ -155,6 +156,26 @@ with tempfile.TemporaryDirectory() as d:
             expect("a warm pass misses and reads its misses back", 0 < p["rows_read"] <= p["misses"]
                    and p["rows_written"] > 0, str(p))
 
+    # --row-order scattered: the same rows under a fixed permutation. In one
+    # fully associative set the cache cannot tell (same hit rates, rows
+    # moved), and the first-seen numbering puts the hottest id at row 0.
+    def one(order):
+        r = run("--ids", ids, "--load-factors", "0.05,1", "--policies", "lru", "--batch", "512", "--dim", "4",
+                "--ways", "1024", "--row-order", order, "--json")
+        expect(f"--row-order {order} runs", r.returncode == 0, r.stdout + r.stderr)
+        return json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else None
+    seen, scattered = one("first-seen"), one("scattered")
+    if seen and scattered:
+        expect("the JSON names the row order", seen["row_order"] == "first-seen"
+               and scattered["row_order"] == "scattered", str((seen["row_order"], scattered["row_order"])))
+        for a, b in zip(seen["runs"], scattered["runs"]):
+            expect(f"lru@{a['load_factor']}: a permutation of the rows changes no hit or row moved",
+                   all(a[k] == b[k] for k in ("hit_rate", "misses", "rows_read", "rows_written")), str((a, b)))
+    r = run("--ids", ids, "--load-factors", "0.1", "--policies", "lru", "--batch", "512", "--dim", "4",
+            "--row-order", "scattered")
+    expect("the report says how rows were numbered", r.returncode == 0 and "(rows scattered)" in r.stdout,
+           r.stdout + r.stderr)
+
     # The human report.
     r = run("--ids", ids, "--load-factors", "0.1", "--policies", "lru", "--batch", "512", "--dim", "4")
     expect("the report names policy, hit rate, the passes, the in-memory ratio and the probe",
@@ -174,6 +195,10 @@ with tempfile.TemporaryDirectory() as d:
         "an unknown policy": (["--ids", ids, "--policies", "clairvoyant", "--load-factors", "0.1"], "clairvoyant"),
         "ways of 0": (["--ids", ids, "--ways", "0", "--load-factors", "0.1"], "ways 0 is outside 1..1024"),
         "no passes": (["--ids", ids, "--passes", "0"], "--passes 0 is outside 1..10"),
+        "an unknown row order": (["--ids", ids, "--row-order", "sideways"],
+                                 "--row-order 'sideways': expected first-seen or scattered"),
+        "scattered with --rows": (["--ids", os.path.join(d, "rows.npy"), "--rows", "10", "--row-order", "scattered"],
+                                  "leave --rows out"),
     }
     for name, (flags, needle) in bad.items():
         r = run(*flags)
