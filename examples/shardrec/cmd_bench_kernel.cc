@@ -13,20 +13,12 @@
 #include "cli.h"
 #include "commands.h"
 #include "kernel_bench.h"
+#include "kernel_threads.h"
 #include "shardrec/abi/kernel.h"
 #include "shardrec/core/modules/embedding_config.h"
 #include "shardrec/core/modules/optimizer_spec.h"
 
 namespace shardrec::cli {
-
-namespace {
-// True when the component lists `option` in its "options" attribute, so
-// the bench can size a kernel's thread pool without guessing.
-bool DeclaresOption(const ComponentRef& ref, const std::string& option) {
-  const auto options = ref.StringListAttribute("options");
-  return options && std::find(options->begin(), options->end(), option) != options->end();
-}
-}  // namespace
 
 int RunBenchKernel(const std::vector<std::string>& args) {
   GlobalOptions g;

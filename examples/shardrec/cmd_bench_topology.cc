@@ -37,6 +37,7 @@
 #include "commands.h"
 #include "input_dist_bench.h"
 #include "kernel_bench.h"
+#include "kernel_threads.h"
 #include "shardrec/core/modules/optimizer_spec.h"
 #include "shardrec/core/planner/planner_topology.h"
 #include "shardrec/core/tensor/npy.h"
@@ -142,8 +143,8 @@ int RunBenchTopology(const std::vector<std::string>& args) {
   HostSession session;
   if (!OpenSession("bench topology", g, {SR_KIND_KERNEL, SR_KIND_COMM, SR_KIND_SHARDER}, &session)) return kExitUsage;
   const int ranks = std::max(comm.world_size, 1);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = std::max(1, cores / ranks);
+  const int cores = HostCores();
+  const int threads = ThreadsPerRank(ranks);
   nlohmann::json measured = {{"when", [] {
                                 const std::time_t now = std::time(nullptr);
                                 char buf[32];
@@ -191,10 +192,7 @@ int RunBenchTopology(const std::vector<std::string>& args) {
     if (!ref.ok()) return fail(ref.status().message());
     if (Status st = CheckKernelsUsable(session.registry, {name}, spec->optimizer); !st.ok()) return fail(st.message());
     OptionList kernel_options = session.plugin_options.For("kernel", name);
-    const auto declared = ref->StringListAttribute("options");
-    if (declared && std::find(declared->begin(), declared->end(), "threads") != declared->end()) {
-      kernel_options.Set("threads", std::to_string(threads));
-    }
+    ShareCoresAmongRanks(ref.value(), ranks, kernel_options);  // as `train` runs it
     // [0]: a table that goes to memory, [1]: one that stays in the cache.
     double fwd[2][2] = {}, bwd[2][2] = {};
     const int64_t dims[2] = {16, 128};

@@ -42,6 +42,7 @@
 #include "shardrec/core/text/counted.h"
 #include "shardrec/sdk/optimizer.hpp"
 #include "planner_inputs.h"
+#include "kernel_threads.h"
 #include "train_data.h"
 #include "train_cache.h"
 #include "train_click_log.h"
@@ -108,6 +109,7 @@ struct Diff {
 
 struct RankResult {
   std::string pipeline_mode;  // the train pipeline this rank ran (--pipeline auto resolved)
+  std::string kernel_threads;  // the kernel's `threads` option ("" when it sizes its pool itself)
   // Every rank's seconds in its timed steps (forward + backward, managed
   // collision's remap included); all ranks start them together.
   std::vector<double> rank_seconds;
@@ -748,6 +750,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
     nlohmann::json j = {{"world_size", world},
                         {"comm", group.backend()},
                         {"kernel", f.kernel},
+                        {"kernel_threads", r.kernel_threads},
                         {"tables", plan.tables.size()},
                         {"batch_per_rank", f.batch},
                         {"steps", steps},
@@ -1342,6 +1345,12 @@ int RunTrain(const std::vector<std::string>& args) {
       if (group.backend() != "local") PrintLine(std::cerr, "shardrec train: rank " + std::to_string(group.rank()) + ": " + s.message());
       return kExitFailure;
     }
+    // This rank's kernel gets its share of the host's cores (kernel_threads.h).
+    EmbeddingModuleOptions rank_options = options;
+    std::string kernel_threads;
+    if (auto kernel = session.registry.Find(SR_KIND_KERNEL, f.kernel); kernel.ok()) {
+      kernel_threads = ShareCoresAmongRanks(kernel.value(), group.local_world_size(), rank_options.kernel_options);
+    }
     if (lead) {
       std::lock_guard<std::mutex> lock(out);
       if (!f.plan_out.empty()) {
@@ -1350,20 +1359,24 @@ int RunTrain(const std::vector<std::string>& args) {
         if (!file) return fail("--plan-out: cannot write " + f.plan_out, kExitFailure);
       }
       if (!g.json) {
-        std::cout << fmt::format("shardrec train: {} ({}), kernel {}, {}, {} of {} per rank, {}, optimizer {}\n",
+        std::cout << fmt::format("shardrec train: {} ({}), kernel {}{}, {}, {} of {} per rank, {}, optimizer {}\n",
                                  Counted(group.world_size(), "rank"), group.backend(), f.kernel,
+                                 kernel_threads.empty() ? ""
+                                 : fmt::format(" ({} thread{} a rank)", kernel_threads, kernel_threads == "1" ? "" : "s"),
                                  Counted(static_cast<int64_t>(tables->size()), "table"), Counted(f.steps, "step"),
                                  Counted(f.batch, "sample"), data_desc, options.optimizer.ToString())
                   << FormatPlan(plan.value()) << std::flush;
       }
     }
-    auto result = TrainRank(group, session, f, tables.value(), data.value(), plan.value(), managed.value(), options, lead);
+    auto result =
+        TrainRank(group, session, f, tables.value(), data.value(), plan.value(), managed.value(), rank_options, lead);
     if (!result.ok()) {
       std::lock_guard<std::mutex> lock(out);
       PrintLine(std::cerr, "shardrec train: rank " + std::to_string(group.rank()) + ": " + result.status().message());
       return kExitFailure;
     }
     if (!lead) return kExitOk;
+    result->kernel_threads = kernel_threads;
     Report(result.value(), f, group, plan.value(), g.json, data_desc);
     if (!f.click.plot.empty()) {
       if (Status st = PlotMetrics(f.click.metrics_out, f.click.plot, PlantedAuc(f.click.eval_data.empty() ? f.click.data : f.click.eval_data));

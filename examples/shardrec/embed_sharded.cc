@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "embed_job.h"
+#include "kernel_threads.h"
 #include "memory_check.h"
 #include "shardrec/core/modules/sharded_embedding_bag_collection.h"
 #include "shardrec/core/modules/sharded_embedding_collection.h"
@@ -60,7 +61,8 @@ Status EmbedRank(const ProcessGroup& group, const HostSession& session, const Em
   std::optional<PlanSpec> spec = f.planned;
   if (!f.plan.empty()) {
     SR_ASSIGN_OR_RETURN(spec, LoadPlanFile(f.plan));
-    for (const auto& [name, sharding] : *spec) {
+    for (const auto& entry : *spec) {
+      const std::string& name = entry.first;
       if (std::none_of(tables.begin(), tables.end(), [&](const auto& t) { return t.name == name; })) {
         return InvalidArgumentError(fmt::format("{}: table '{}' is not in {}", f.plan, name, f.tables));
       }
@@ -203,7 +205,12 @@ int RunShardedEmbed(const std::vector<std::string>& args, const EmbedFlags& f, c
   std::mutex mu;
   return RunOnRanks("embed", args, comm, session, [&](const ProcessGroup& group) {
     EmbedOutputs out;
-    if (Status s = EmbedRank(group, session, f, tables, options, kjt, has_grad, &out); !s.ok()) {
+    // This rank's kernel gets its share of the host's cores (kernel_threads.h).
+    EmbeddingModuleOptions rank_options = options;
+    if (auto kernel = session.registry.Find(SR_KIND_KERNEL, f.kernel); kernel.ok()) {
+      ShareCoresAmongRanks(kernel.value(), group.local_world_size(), rank_options.kernel_options);
+    }
+    if (Status s = EmbedRank(group, session, f, tables, rank_options, kjt, has_grad, &out); !s.ok()) {
       std::lock_guard<std::mutex> lock(mu);
       PrintLine(std::cerr, "shardrec embed: rank " + std::to_string(group.rank()) + ": " + s.message());
       return kExitFailure;
