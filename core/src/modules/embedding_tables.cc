@@ -423,38 +423,59 @@ StatusOr<const KeyedJaggedTensor*> EmbeddingTables::ToSlots(const KeyedJaggedTen
   c.last_slots.reset();
   std::vector<int64_t> values = features.values().ToVector();
   const auto offsets = features.offset_per_key();
+  std::vector<size_t> at;
+  std::vector<int64_t> ids;
   for (size_t t = 0; t < c.tables.size(); ++t) {
     if (!c.tables[t]) continue;
     const EmbeddingTableConfig& config = configs_[t];
-    // The table's ids, from all its features: one batch for its cache.
-    std::vector<size_t> at;
-    std::vector<int64_t> ids;
+    // The table's ids, from all its features: one batch for its cache. Its
+    // features are mostly adjacent keys (one, usually) with every id in
+    // range: then the cache rewrites that run of values to slots in place.
+    size_t first = 0, last = 0;
+    bool run = true, any = false;
     for (size_t f = 0; f < features_.size(); ++f) {
+      if (static_cast<size_t>(features_[f].table) != t) continue;
+      const auto lo = static_cast<size_t>(offsets[f]), hi = static_cast<size_t>(offsets[f + 1]);
+      if (!any) first = lo;
+      run = run && (!any || lo == last);
+      any = true;
+      last = hi;
+    }
+    if (!any) continue;
+    const int64_t rows = config.num_embeddings;
+    for (size_t i = first; run && i < last; ++i) run = values[i] >= 0 && values[i] < rows;
+    const std::span<int64_t> in_place(values.data() + first, run ? last - first : 0);
+    at.clear();
+    ids.clear();
+    for (size_t f = 0; f < features_.size() && !run; ++f) {
       if (static_cast<size_t>(features_[f].table) != t) continue;
       for (auto i = static_cast<size_t>(offsets[f]); i < static_cast<size_t>(offsets[f + 1]); ++i) {
         const int64_t v = values[i];
-        if (v >= 0 && v < config.num_embeddings) {
+        if (v >= 0 && v < rows) {
           at.push_back(i);
           ids.push_back(v);
         } else if (options_.bounds_check == SR_BOUNDS_CHECK_FATAL) {
           return Status(SR_OUT_OF_RANGE, fmt::format("table '{}': id {} of feature '{}' is outside its {} rows",
-                                                     config.name, v, features_[f].name, config.num_embeddings));
+                                                     config.name, v, features_[f].name, rows));
         } else {
           values[i] = -1;  // the kernel drops it (or warns) by its bounds-check mode, as it would the id
         }
       }
     }
+    const std::span<int64_t> batch = run ? in_place : std::span<int64_t>(ids);
     if (forward) {
-      SR_RETURN_IF_ERROR(c.tables[t]->Assign(ids, KernelSlots(*this, static_cast<int32_t>(t))));
+      SR_RETURN_IF_ERROR(c.tables[t]->Assign(batch, KernelSlots(*this, static_cast<int32_t>(t))));
     } else {
-      SR_RETURN_IF_ERROR(c.tables[t]->Find(ids));
+      SR_RETURN_IF_ERROR(c.tables[t]->Find(batch));
     }
     for (size_t k = 0; k < at.size(); ++k) values[at[k]] = ids[k];
   }
   std::optional<KeyedJaggedTensor>& out = forward ? c.last_slots : c.found;
   out = features;
   SR_RETURN_IF_ERROR(out->ReplaceValues(std::move(values)));
-  if (forward) c.last_ids = features.values().ToVector();  // a snapshot: borrowed ids may change
+  if (forward) {  // a snapshot: borrowed ids may change
+    c.last_ids.assign(features.values().data(), features.values().data() + features.values().size());
+  }
   return &*out;
 }
 
@@ -490,18 +511,14 @@ Status EmbeddingTables::Backward(const KeyedJaggedTensor& features, const std::v
   args.learning_rate = learning_rate;
   SR_RETURN_IF_ERROR(kernel_.Backward(args));
   if (!slots) return Status::Ok();
-  // The rows the optimizer changed go back to the file when they leave.
+  // The rows the optimizer changed go back to the file when they leave
+  // (MarkDirty passes over the -1 of a dropped id).
   const auto offsets = slots->offset_per_key();
-  for (size_t t = 0; t < caches_->tables.size(); ++t) {
-    if (!caches_->tables[t]) continue;
-    std::vector<int64_t> changed;
-    for (size_t f = 0; f < features_.size(); ++f) {
-      if (static_cast<size_t>(features_[f].table) != t) continue;
-      for (auto i = static_cast<size_t>(offsets[f]); i < static_cast<size_t>(offsets[f + 1]); ++i) {
-        if (slots->values()[i] >= 0) changed.push_back(slots->values()[i]);
-      }
-    }
-    caches_->tables[t]->MarkDirty(changed);
+  for (size_t f = 0; f < features_.size(); ++f) {
+    auto& cache = caches_->tables[static_cast<size_t>(features_[f].table)];
+    if (!cache) continue;
+    cache->MarkDirty(std::span<const int64_t>(slots->values().data() + offsets[f],
+                                              static_cast<size_t>(offsets[f + 1] - offsets[f])));
   }
   return Status::Ok();
 }
