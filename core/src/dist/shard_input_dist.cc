@@ -3,6 +3,8 @@
 // and every slot on every destination copies its block's lists.
 #include "shardrec/core/dist/shard_input_dist.h"
 
+#include <numeric>
+
 #include <fmt/format.h>
 
 #include "shardrec/abi/kernel.h"
@@ -40,14 +42,44 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
     const int64_t batch = input.stride_per_key()[f];
     const int64_t begin = input.offsets()[static_cast<size_t>(first_bag)];
     const int64_t end = input.offsets()[static_cast<size_t>(first_bag + batch)];
-    std::vector<int64_t> ids(values.begin() + begin, values.begin() + end);
-    std::vector<bool> valid(ids.size(), true);
-    block.resize(ids.size());
-    local.resize(ids.size());
     const IdRoute* route = routes != nullptr && static_cast<size_t>(t) < routes->size() &&
                                    (*routes)[static_cast<size_t>(t)]
                                ? &(*routes)[static_cast<size_t>(t)]
                                : nullptr;
+    const TableRouting& one = layout.routing(t);
+    if (route == nullptr && one.router == nullptr && one.block_rows.size() == 1) {
+      // One row block (a table-wise table, a column block): the feature's
+      // ids go there as they came, in one run, when all are in range.
+      bool in_range = true;
+      for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
+        in_range &= values[i] >= 0 && values[i] < rows;
+      }
+      if (in_range) {
+        auto& mine = lists[f];
+        mine.resize(1);
+        BlockLists& l = mine[0];
+        const auto at = [](int64_t i) { return static_cast<std::ptrdiff_t>(i); };
+        l.lengths.assign(lengths.begin() + at(first_bag), lengths.begin() + at(first_bag + batch));
+        l.rows.assign(values.begin() + at(begin), values.begin() + at(end));
+        if (const int64_t start = one.sorted_starts.empty() ? 0 : one.sorted_starts[0]; start != 0) {
+          for (int64_t& r : l.rows) r -= start;
+        }
+        l.origin.resize(static_cast<size_t>(end - begin));
+        std::iota(l.origin.begin(), l.origin.end(), begin);
+        if (with_weights) {
+          if (in_weights != nullptr) {
+            l.weights.assign(in_weights + begin, in_weights + end);
+          } else {
+            l.weights.assign(static_cast<size_t>(end - begin), 1.0f);
+          }
+        }
+        continue;
+      }
+    }
+    std::vector<int64_t> ids(values.begin() + begin, values.begin() + end);
+    std::vector<bool> valid(ids.size(), true);
+    block.resize(ids.size());
+    local.resize(ids.size());
     if (route != nullptr) {
       // Sent as the route makes them: the receiving rank makes them rows.
       (*route)(ids, block.data());
@@ -74,7 +106,7 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
       ++out.invalid;
     }
     if (route == nullptr) SR_RETURN_IF_ERROR(layout.Route(t, ids, block.data(), local.data()));
-    const auto& routing = layout.routing(t);
+    const TableRouting& routing = one;
     auto& mine = lists[f];
     mine.resize(routing.block_rows.size());
     for (auto& l : mine) l.lengths.assign(static_cast<size_t>(batch), 0);
@@ -95,6 +127,19 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
   std::vector<std::string> keys;
   std::vector<int64_t> out_values, out_lengths, strides;
   std::vector<float> out_weights;
+  size_t total_ids = 0, total_bags = 0;
+  for (int r = 0; r < layout.world_size(); ++r) {
+    for (const ShardSlot& slot : layout.slots(r)) {
+      const BlockLists& l = lists[static_cast<size_t>(slot.feature)][static_cast<size_t>(
+          layout.BlockOfShard(slot.table, slot.shard))];
+      total_ids += l.rows.size();
+      total_bags += l.lengths.size();
+    }
+  }
+  out_values.reserve(total_ids);
+  out.origin.reserve(total_ids);
+  out_lengths.reserve(total_bags);
+  if (with_weights) out_weights.reserve(total_ids);
   for (int r = 0; r < layout.world_size(); ++r) {
     for (const ShardSlot& slot : layout.slots(r)) {
       const BlockLists& l = lists[static_cast<size_t>(slot.feature)][static_cast<size_t>(
