@@ -47,11 +47,12 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
                                ? &(*routes)[static_cast<size_t>(t)]
                                : nullptr;
     const TableRouting& one = layout.routing(t);
-    if (route == nullptr && one.router == nullptr && one.block_rows.size() == 1) {
+    if (one.router == nullptr && one.block_rows.size() == 1) {
       // One row block (a table-wise table, a column block): the feature's
-      // ids go there as they came, in one run, when all are in range.
+      // ids go there in one run, as they came (all in range) or as the
+      // route rewrites them.
       bool in_range = true;
-      for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
+      for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end) && route == nullptr; ++i) {
         in_range &= values[i] >= 0 && values[i] < rows;
       }
       if (in_range) {
@@ -61,7 +62,16 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
         const auto at = [](int64_t i) { return static_cast<std::ptrdiff_t>(i); };
         l.lengths.assign(lengths.begin() + at(first_bag), lengths.begin() + at(first_bag + batch));
         l.rows.assign(values.begin() + at(begin), values.begin() + at(end));
-        if (const int64_t start = one.sorted_starts.empty() ? 0 : one.sorted_starts[0]; start != 0) {
+        if (route != nullptr) {
+          block.resize(l.rows.size());
+          (*route)(l.rows, block.data());
+          for (int32_t blk : block) {
+            if (blk != 0) {
+              return InternalError(fmt::format("input dist: table '{}' routed an id to row block {} of 1",
+                                               config.name, blk));
+            }
+          }
+        } else if (const int64_t start = one.sorted_starts.empty() ? 0 : one.sorted_starts[0]; start != 0) {
           for (int64_t& r : l.rows) r -= start;
         }
         l.origin.resize(static_cast<size_t>(end - begin));
