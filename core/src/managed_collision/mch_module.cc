@@ -185,10 +185,10 @@ void MchManagedCollisionModule::Discard() {
 void MchManagedCollisionModule::Apply(std::span<const int64_t> ids, std::span<int64_t> rows) {
   if (!staged_) AbortOnMisuse("MchManagedCollisionModule::Apply without a successful Stage");
   staged_ = false;
+  const int64_t* grouped = Grouped(ids);
   if (staged_round_) {
     // A module with no buckets here (a rank without a share) still keeps
     // the round schedule, so every rank agrees on when rounds run.
-    const int64_t* grouped = Grouped(ids);
     for (size_t b = 0; b < buckets_.size(); ++b) {
       mc::RoundPlan& plan = staged_plans_[b];
       lookup_stats_.evictions += buckets_[b]->Commit(plan, evicted_rows_);
@@ -203,7 +203,6 @@ void MchManagedCollisionModule::Apply(std::span<const int64_t> ids, std::span<in
     last_round_ = iteration_;
     staged_plans_.clear();
   }
-  const int64_t* grouped = Grouped(ids);
   int64_t hits = 0, residual = 0;
   const bool identity = config_.buckets == 1;
   int64_t* out = identity ? rows.data() : sorted_rows_.data();
