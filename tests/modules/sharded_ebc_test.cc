@@ -35,6 +35,9 @@ struct Case {
   bool fast_paths = true;
   int ranks_per_host = 0;  // 0: the world
   std::filesystem::path cache_dir;  // for plans that cache tables (fused_ssd_caching)
+  // Ids outside their tables in every rank's batch, dropped by the bounds
+  // check (SR_BOUNDS_CHECK_IGNORE) on both sides.
+  bool bad_ids = false;
 };
 
 std::string Describe(const Case& c) {
@@ -91,6 +94,19 @@ class ShardedEbc : public ShardedTest {
     options.optimizer = OptimizerSpec::Parse(c.optimizer).value();
     options.init_seed = 7;
     options.cache_dir = c.cache_dir;
+    if (c.bad_ids) options.bounds_check = SR_BOUNDS_CHECK_IGNORE;
+    // A rank's batch; with bad_ids its first id of f2 and last of f0 lie
+    // past their tables (one feature of a two-feature table, one whole table).
+    auto local = [&](int rank, int step) {
+      KeyedJaggedTensor kjt = LocalBatch(tables, rank, step, BatchOf(rank));
+      if (!c.bad_ids) return kjt;
+      std::vector<int64_t> values = kjt.values().ToVector();
+      const auto at = kjt.offset_per_key();
+      if (at[3] > at[2]) values[static_cast<size_t>(at[2])] = 23 + rank;
+      if (at[1] > at[0]) values[static_cast<size_t>(at[1] - 1)] = -1 - step;
+      EXPECT_TRUE(kjt.ReplaceValues(std::move(values)).ok());
+      return kjt;
+    };
 
     // The unsharded reference on the global batch.
     auto ref = EmbeddingBagCollection::Create(registry_, tables, options);
@@ -106,7 +122,7 @@ class ShardedEbc : public ShardedTest {
     std::vector<std::vector<std::vector<float>>> expected_weight_grad(kSteps);
     for (int step = 0; step < kSteps; ++step) {
       std::vector<KeyedJaggedTensor> per_rank;
-      for (int r = 0; r < c.world; ++r) per_rank.push_back(LocalBatch(tables, r, step, BatchOf(r)));
+      for (int r = 0; r < c.world; ++r) per_rank.push_back(local(r, step));
       const auto batch = GlobalBatch(per_rank);
       auto out = ref->Forward(batch);
       EXPECT_TRUE(out.ok()) << out.status().ToString();
@@ -130,7 +146,7 @@ class ShardedEbc : public ShardedTest {
       auto sebc = ShardedEmbeddingBagCollection::Create(registry_, group, plan.value(), options, so);
       ASSERT_TRUE(sebc.ok()) << sebc.status().ToString();
       for (int step = 0; step < kSteps; ++step) {
-        auto out = sebc->Forward(LocalBatch(tables, me, step, BatchOf(me)));
+        auto out = sebc->Forward(local(me, step));
         ASSERT_TRUE(out.ok()) << out.status().ToString();
         EXPECT_LE(MaxAbsDiff(out->values(), Rows(expected[static_cast<size_t>(step)], first[static_cast<size_t>(me)], BatchOf(me))), kTol)
             << "output, rank " << me << ", step " << step;
@@ -199,6 +215,26 @@ TEST_P(ShardedEbc, DataParallelEqualsUnshardedWithIdenticalReplicas) { Matrix("d
 // g % world == block, so initial weights, routing and ReadTable go through
 // the learned local-to-global row map.
 TEST_P(ShardedEbc, SelfRoutingCyclicEqualsUnsharded) { Matrix("row_cyclic"); }
+
+// Ids past their tables are dropped where they are routed, as the unsharded
+// module drops them; the one-block fast route (table- and column-wise) and
+// the per-id one (row-wise) alike.
+TEST_P(ShardedEbc, IdsOutsideTheirTablesAreDroppedAsUnsharded) {
+  for (const std::string sharder : {"table_wise", "row_wise", "column_wise"}) {
+    for (int world : {1, 2, 3}) {
+      Case c;
+      c.sharder = sharder;
+      c.world = world;
+      c.bad_ids = true;
+      c.weighted = world == 2;
+      if (sharder == "column_wise") {
+        c.plan_json = R"({"plan": {"t0": {"sharding_type": "column_wise", "sharder_options": {"block_cols": "4"}},
+                                   "t1": {"sharding_type": "column_wise"}, "t2": {"sharding_type": "column_wise"}}})";
+      }
+      Run(c);
+    }
+  }
+}
 
 TEST_P(ShardedEbc, MixedPlanEqualsUnsharded) {
   Case c;
