@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -99,16 +98,10 @@ int RunBenchKernel(const std::vector<std::string>& args) {
     return fail(st.message());
   }
   c.kernel_options = session.plugin_options.For("kernel", kernel_name);
-  const bool user_threads = [&] {
-    for (const auto& [k, v] : c.kernel_options.items()) {
-      if (k == "threads") return true;
-    }
-    return false;
-  }();
-  if (!user_threads && DeclaresOption(ref.value(), "threads")) {
+  if (!UserThreads(c.kernel_options) && DeclaresOption(ref.value(), "threads")) {
     c.kernel_options.Set("threads", std::to_string(c.threads));
   }
-  const int threads = c.threads > 0 ? c.threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = c.threads > 0 ? c.threads : HostCores();
 
   auto result = bench::RunKernelBench(ref.value(), c, [&](const std::string& line) {
     if (!g.json) std::fprintf(stderr, "[bench kernel] %s\n", line.c_str());

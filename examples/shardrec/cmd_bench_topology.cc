@@ -23,7 +23,6 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -192,7 +191,17 @@ int RunBenchTopology(const std::vector<std::string>& args) {
     if (!ref.ok()) return fail(ref.status().message());
     if (Status st = CheckKernelsUsable(session.registry, {name}, spec->optimizer); !st.ok()) return fail(st.message());
     OptionList kernel_options = session.plugin_options.For("kernel", name);
-    ShareCoresAmongRanks(ref.value(), ranks, kernel_options);  // as `train` runs it
+    // As `train` runs it; a user's figure is kept, and measured with.
+    const std::string given = ShareCoresAmongRanks(ref.value(), ranks, kernel_options);
+    int kernel_threads = threads;
+    if (!given.empty()) {
+      try {
+        kernel_threads = std::stoi(given);
+      } catch (...) {
+        return fail(fmt::format("--plugin-opt kernel.{}.threads={}: not a number", name, given));
+      }
+      if (kernel_threads <= 0) kernel_threads = cores;
+    }
     // [0]: a table that goes to memory, [1]: one that stays in the cache.
     double fwd[2][2] = {}, bwd[2][2] = {};
     const int64_t dims[2] = {16, 128};
@@ -206,7 +215,7 @@ int RunBenchTopology(const std::vector<std::string>& args) {
         c.pooling = 8;
         c.optimizer = spec->optimizer;
         c.optimizer_params = spec->params;
-        c.threads = threads;
+        c.threads = kernel_threads;
         c.min_time = min_time;
         c.reps = 3;
         c.kernel_options = kernel_options;
@@ -238,6 +247,7 @@ int RunBenchTopology(const std::vector<std::string>& args) {
         {"forward_lookups_per_s", {{"16", 1 / fwd[0][0]}, {"128", 1 / fwd[0][1]}}},
         {"backward_lookups_per_s", {{"16", 1 / bwd[0][0]}, {"128", 1 / bwd[0][1]}}},
         {"rows", table_rows[0]},
+        {"threads", kernel_threads},
         {"cached", {{"rows", table_rows[1]},
                     {"forward_lookups_per_s", {{"16", 1 / fwd[1][0]}, {"128", 1 / fwd[1][1]}}},
                     {"backward_lookups_per_s", {{"16", 1 / bwd[1][0]}, {"128", 1 / bwd[1][1]}}},

@@ -685,6 +685,20 @@ std::string PerRankWorkLine(const RankResult& r) {
   return line + "\n";
 }
 
+// --json's kernel_threads: a number (0: all cores), the user's text if it
+// is not one (the kernel refuses it first), or null for a kernel that sizes
+// its pool itself.
+nlohmann::json KernelThreadsJson(const std::string& threads) {
+  if (threads.empty()) return nullptr;
+  try {
+    size_t used = 0;
+    const int n = std::stoi(threads, &used);
+    if (used == threads.size()) return n;
+  } catch (...) {
+  }
+  return threads;
+}
+
 void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group, const ShardingPlan& plan, bool json,
             const std::string& data_desc) {
   const int world = group.world_size();
@@ -750,7 +764,7 @@ void Report(const RankResult& r, const TrainFlags& f, const ProcessGroup& group,
     nlohmann::json j = {{"world_size", world},
                         {"comm", group.backend()},
                         {"kernel", f.kernel},
-                        {"kernel_threads", r.kernel_threads},
+                        {"kernel_threads", KernelThreadsJson(r.kernel_threads)},
                         {"tables", plan.tables.size()},
                         {"batch_per_rank", f.batch},
                         {"steps", steps},
@@ -1361,8 +1375,7 @@ int RunTrain(const std::vector<std::string>& args) {
       if (!g.json) {
         std::cout << fmt::format("shardrec train: {} ({}), kernel {}{}, {}, {} of {} per rank, {}, optimizer {}\n",
                                  Counted(group.world_size(), "rank"), group.backend(), f.kernel,
-                                 kernel_threads.empty() ? ""
-                                 : fmt::format(" ({} thread{} a rank)", kernel_threads, kernel_threads == "1" ? "" : "s"),
+                                 kernel_threads.empty() ? "" : fmt::format(" ({} a rank)", DescribeThreads(kernel_threads)),
                                  Counted(static_cast<int64_t>(tables->size()), "table"), Counted(f.steps, "step"),
                                  Counted(f.batch, "sample"), data_desc, options.optimizer.ToString())
                   << FormatPlan(plan.value()) << std::flush;

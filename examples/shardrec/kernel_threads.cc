@@ -1,6 +1,8 @@
 // How many threads a rank's compute kernel runs (kernel_threads.h).
 #include "kernel_threads.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -11,18 +13,34 @@ bool DeclaresOption(const ComponentRef& ref, const std::string& option) {
   return options && std::find(options->begin(), options->end(), option) != options->end();
 }
 
-int HostCores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int HostCores() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0) return std::max(1, CPU_COUNT(&mask));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 int ThreadsPerRank(int ranks_on_host) { return std::max(1, HostCores() / std::max(1, ranks_on_host)); }
 
-std::string ShareCoresAmongRanks(const ComponentRef& kernel, int ranks_on_host, OptionList& options) {
+std::optional<std::string> UserThreads(const OptionList& options) {
   for (const auto& [key, value] : options.items()) {
     if (key == "threads") return value;
   }
+  return std::nullopt;
+}
+
+std::string ShareCoresAmongRanks(const ComponentRef& kernel, int ranks_on_host, OptionList& options) {
+  if (auto user = UserThreads(options)) return *user;
   if (!DeclaresOption(kernel, "threads")) return "";
   const std::string threads = std::to_string(ThreadsPerRank(ranks_on_host));
   options.Set("threads", threads);
   return threads;
+}
+
+std::string DescribeThreads(const std::string& threads) {
+  if (threads == "0") return "all cores";
+  if (threads == "1") return "1 thread";
+  return threads + " threads";
 }
 
 }  // namespace shardrec::cli

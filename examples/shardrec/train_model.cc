@@ -1,13 +1,13 @@
 #include "train_model.h"
 
 #include <algorithm>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include <fstream>
 
 #include "cli.h"
+#include "kernel_threads.h"
 #include "shardrec/core/io/names.h"
 #include "shardrec/core/tensor/npy.h"
 #include "shardrec/core/dense/gemm.h"
@@ -130,8 +130,7 @@ StatusOr<std::unique_ptr<ModelRun>> ModelRun::Create(const ProcessGroup* group, 
   if (group != nullptr) {
     // The ranks on this host share its cores: OpenBLAS threads of their
     // own on top would only contend (and spin).
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    dense::SetDenseMathThreads(std::max(1, cores / std::max(1, group->local_world_size())));
+    dense::SetDenseMathThreads(ThreadsPerRank(group->local_world_size()));
   }
   SR_ASSIGN_OR_RETURN(run->trainer_, ModelTrainer::Create(reference ? nullptr : group, features, dim, o));
   return run;

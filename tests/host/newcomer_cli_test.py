@@ -153,15 +153,28 @@ expect("train --json: each rank's split, its own work = lookup + backward - the 
        and abs(sum(p["lookup"] for p in per) / 2 - split.get("lookup", -1)) < 1e-6, r.stdout + r.stderr)
 # The ranks on one host share its cores: each rank's kernel gets its share
 # (at least one thread) unless the user sizes it; the header and --json say so.
-cores = os.cpu_count() or 1
+cores = len(os.sched_getaffinity(0)) or 1
 for ranks, comm in ((2, "local"), (3, "local"), (2, "gloo")):
     r = run("train", "--world-size", str(ranks), "--comm", comm, *small, "--steps", "2", "--json")
     j = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
     expect(f"train --comm {comm} --world-size {ranks}: the kernel runs cores / ranks threads a rank",
-           j.get("kernel_threads") == str(max(1, cores // ranks)), r.stdout + r.stderr)
+           j.get("kernel_threads") == max(1, cores // ranks), r.stdout + r.stderr)
 r = run("train", "--world-size", "2", *small, "--steps", "2", "--plugin-opt", "kernel.cpu.threads=3")
 expect("train: a kernel's threads set by the user are kept and shown",
        r.returncode == 0 and "kernel cpu (3 threads a rank)" in r.stdout, r.stdout + r.stderr)
+r = run("train", "--world-size", "2", *small, "--steps", "2", "--plugin-opt", "kernel.cpu.threads=0", "--json")
+j = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
+expect("train --json: a kernel's threads=0 (all cores) is the number 0", j.get("kernel_threads") == 0, r.stdout + r.stderr)
+r = run("train", "--world-size", "2", *small, "--steps", "2", "--plugin-opt", "kernel.cpu.threads=0")
+expect("train: threads=0 reads as all cores", r.returncode == 0 and "kernel cpu (all cores a rank)" in r.stdout,
+       r.stdout + r.stderr)
+# Under a one-core affinity mask (taskset) the share counts that core only.
+if hasattr(os, "sched_setaffinity") and cores > 1:
+    one = sorted(os.sched_getaffinity(0))[:1]
+    r = subprocess.run([exe, "train", "--world-size", "1", *small, "--steps", "2", "--json"], capture_output=True,
+                       text=True, timeout=240, preexec_fn=lambda: os.sched_setaffinity(0, one))
+    j = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
+    expect("train under a one-core mask: 1 thread", j.get("kernel_threads") == 1, r.stdout + r.stderr)
 r = run("train", "--world-size", "2", *small, "--steps", "3")
 expect("train: a line gives each rank's own work", r.returncode == 0
        and re.search(r"each rank's own work \(lookup \+ backward, less the gradient's dist\): \[0\] [0-9.]+ s \[1\] [0-9.]+ s; "

@@ -118,13 +118,16 @@ class ShardedEbc : public ShardedTest {
     int64_t width = 0;
     for (const auto& t : tables) width += t.embedding_dim * static_cast<int64_t>(t.feature_names.size());
     std::vector<Tensor> expected;
+    int64_t want_invalid = 0, got_invalid = 0;  // ids dropped, over all steps (and ranks)
     // Weighted: the per-id weight gradient, per step, split into each rank's ids.
     std::vector<std::vector<std::vector<float>>> expected_weight_grad(kSteps);
     for (int step = 0; step < kSteps; ++step) {
       std::vector<KeyedJaggedTensor> per_rank;
       for (int r = 0; r < c.world; ++r) per_rank.push_back(local(r, step));
       const auto batch = GlobalBatch(per_rank);
-      auto out = ref->Forward(batch);
+      int64_t invalid = 0;
+      auto out = ref->Forward(batch, &invalid);
+      want_invalid += invalid;
       EXPECT_TRUE(out.ok()) << out.status().ToString();
       if (!out.ok()) return "";
       expected.push_back(out->values().Clone());
@@ -146,8 +149,13 @@ class ShardedEbc : public ShardedTest {
       auto sebc = ShardedEmbeddingBagCollection::Create(registry_, group, plan.value(), options, so);
       ASSERT_TRUE(sebc.ok()) << sebc.status().ToString();
       for (int step = 0; step < kSteps; ++step) {
-        auto out = sebc->Forward(local(me, step));
+        int64_t invalid = 0;
+        auto out = sebc->Forward(local(me, step), &invalid);
         ASSERT_TRUE(out.ok()) << out.status().ToString();
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          got_invalid += invalid;
+        }
         EXPECT_LE(MaxAbsDiff(out->values(), Rows(expected[static_cast<size_t>(step)], first[static_cast<size_t>(me)], BatchOf(me))), kTol)
             << "output, rank " << me << ", step " << step;
         std::vector<float> weight_grad;
@@ -177,6 +185,10 @@ class ShardedEbc : public ShardedTest {
       path = sebc->output_dist();
     });
     ExpectIdenticalReplicas(replicas);
+    EXPECT_EQ(got_invalid, want_invalid) << "ids dropped as outside their tables";
+    if (c.bad_ids) {
+      EXPECT_GT(want_invalid, 0);
+    }
     return path;
   }
 

@@ -1,6 +1,8 @@
 // RouteToShards (shard_input_dist.h). Each feature's ids are routed once;
 // each row block then collects its ids, local rows, weights and origins,
-// and every slot on every destination copies its block's lists.
+// and every slot on every destination copies its block's lists. A table of
+// one row block needs no routing: its features' lists are the input's own
+// runs, copied whole (when every id is in range, or a route rewrites them).
 #include "shardrec/core/dist/shard_input_dist.h"
 
 #include <numeric>
@@ -46,8 +48,8 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
                                    (*routes)[static_cast<size_t>(t)]
                                ? &(*routes)[static_cast<size_t>(t)]
                                : nullptr;
-    const TableRouting& one = layout.routing(t);
-    if (one.router == nullptr && one.block_rows.size() == 1) {
+    const TableRouting& routing = layout.routing(t);
+    if (routing.router == nullptr && routing.block_rows.size() == 1) {
       // One row block (a table-wise table, a column block): the feature's
       // ids go there in one run, as they came (all in range) or as the
       // route rewrites them.
@@ -71,7 +73,7 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
                                                config.name, blk));
             }
           }
-        } else if (const int64_t start = one.sorted_starts.empty() ? 0 : one.sorted_starts[0]; start != 0) {
+        } else if (const int64_t start = routing.sorted_starts.empty() ? 0 : routing.sorted_starts[0]; start != 0) {
           for (int64_t& r : l.rows) r -= start;
         }
         l.origin.resize(static_cast<size_t>(end - begin));
@@ -94,7 +96,7 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
       // Sent as the route makes them: the receiving rank makes them rows.
       (*route)(ids, block.data());
       local = ids;
-      const auto blocks = static_cast<int32_t>(layout.routing(t).block_rows.size());
+      const auto blocks = static_cast<int32_t>(routing.block_rows.size());
       for (int32_t blk : block) {
         if (blk < 0 || blk >= blocks) {
           return InternalError(fmt::format("input dist: table '{}' routed an id to row block {} of {}", config.name,
@@ -116,7 +118,6 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
       ++out.invalid;
     }
     if (route == nullptr) SR_RETURN_IF_ERROR(layout.Route(t, ids, block.data(), local.data()));
-    const TableRouting& routing = one;
     auto& mine = lists[f];
     mine.resize(routing.block_rows.size());
     for (auto& l : mine) l.lengths.assign(static_cast<size_t>(batch), 0);
