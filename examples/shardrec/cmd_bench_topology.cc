@@ -195,12 +195,9 @@ int RunBenchTopology(const std::vector<std::string>& args) {
     const std::string given = ShareCoresAmongRanks(ref.value(), ranks, kernel_options);
     int kernel_threads = threads;
     if (!given.empty()) {
-      try {
-        kernel_threads = std::stoi(given);
-      } catch (...) {
-        return fail(fmt::format("--plugin-opt kernel.{}.threads={}: not a number", name, given));
-      }
-      if (kernel_threads <= 0) kernel_threads = cores;
+      const auto count = ThreadsCount(given);
+      if (!count) return fail(fmt::format("--plugin-opt kernel.{}.threads={}: not a number", name, given));
+      kernel_threads = *count > 0 ? *count : cores;
     }
     // [0]: a table that goes to memory, [1]: one that stays in the cache.
     double fwd[2][2] = {}, bwd[2][2] = {};

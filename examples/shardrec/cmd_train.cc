@@ -690,12 +690,7 @@ std::string PerRankWorkLine(const RankResult& r) {
 // its pool itself.
 nlohmann::json KernelThreadsJson(const std::string& threads) {
   if (threads.empty()) return nullptr;
-  try {
-    size_t used = 0;
-    const int n = std::stoi(threads, &used);
-    if (used == threads.size()) return n;
-  } catch (...) {
-  }
+  if (const auto n = ThreadsCount(threads)) return *n;
   return threads;
 }
 
@@ -1361,10 +1356,8 @@ int RunTrain(const std::vector<std::string>& args) {
     }
     // This rank's kernel gets its share of the host's cores (kernel_threads.h).
     EmbeddingModuleOptions rank_options = options;
-    std::string kernel_threads;
-    if (auto kernel = session.registry.Find(SR_KIND_KERNEL, f.kernel); kernel.ok()) {
-      kernel_threads = ShareCoresAmongRanks(kernel.value(), group.local_world_size(), rank_options.kernel_options);
-    }
+    const std::string kernel_threads =
+        ShareCoresAmongRanks(session.registry, f.kernel, group.local_world_size(), rank_options.kernel_options);
     if (lead) {
       std::lock_guard<std::mutex> lock(out);
       if (!f.plan_out.empty()) {

@@ -207,9 +207,7 @@ int RunShardedEmbed(const std::vector<std::string>& args, const EmbedFlags& f, c
     EmbedOutputs out;
     // This rank's kernel gets its share of the host's cores (kernel_threads.h).
     EmbeddingModuleOptions rank_options = options;
-    if (auto kernel = session.registry.Find(SR_KIND_KERNEL, f.kernel); kernel.ok()) {
-      ShareCoresAmongRanks(kernel.value(), group.local_world_size(), rank_options.kernel_options);
-    }
+    ShareCoresAmongRanks(session.registry, f.kernel, group.local_world_size(), rank_options.kernel_options);
     if (Status s = EmbedRank(group, session, f, tables, rank_options, kjt, has_grad, &out); !s.ok()) {
       std::lock_guard<std::mutex> lock(mu);
       PrintLine(std::cerr, "shardrec embed: rank " + std::to_string(group.rank()) + ": " + s.message());

@@ -37,6 +37,22 @@ std::string ShareCoresAmongRanks(const ComponentRef& kernel, int ranks_on_host, 
   return threads;
 }
 
+std::string ShareCoresAmongRanks(const PluginRegistry& registry, const std::string& kernel, int ranks_on_host,
+                                 OptionList& options) {
+  auto ref = registry.Find(SR_KIND_KERNEL, kernel);
+  return ref.ok() ? ShareCoresAmongRanks(ref.value(), ranks_on_host, options) : "";
+}
+
+std::optional<int> ThreadsCount(const std::string& threads) {
+  try {
+    size_t used = 0;
+    const int n = std::stoi(threads, &used);
+    if (used == threads.size()) return n;
+  } catch (...) {
+  }
+  return std::nullopt;
+}
+
 std::string DescribeThreads(const std::string& threads) {
   if (threads == "0") return "all cores";
   if (threads == "1") return "1 thread";

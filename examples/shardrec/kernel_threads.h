@@ -13,6 +13,7 @@
 
 #include "shardrec/core/plugin_library.h"
 #include "shardrec/core/plugin_options.h"
+#include "shardrec/core/plugin_registry.h"
 
 namespace shardrec::cli {
 
@@ -35,6 +36,14 @@ std::optional<std::string> UserThreads(const OptionList& options);
 // Returns the threads the kernel was given or the user's value as written
 // ("" when the kernel sizes its pool itself).
 std::string ShareCoresAmongRanks(const ComponentRef& kernel, int ranks_on_host, OptionList& options);
+// The same for the kernel named `kernel` ("" when no such kernel is found:
+// creating it reports that).
+std::string ShareCoresAmongRanks(const PluginRegistry& registry, const std::string& kernel, int ranks_on_host,
+                                 OptionList& options);
+
+// A `threads` value as a number (0: all cores), or nothing when the text is
+// not a whole number.
+std::optional<int> ThreadsCount(const std::string& threads);
 
 // "1 thread", "4 threads", "all cores" (0), or the user's text as written.
 std::string DescribeThreads(const std::string& threads);

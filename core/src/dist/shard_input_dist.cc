@@ -5,6 +5,7 @@
 // runs, copied whole (when every id is in range, or a route rewrites them).
 #include "shardrec/core/dist/shard_input_dist.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -49,53 +50,11 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
                                ? &(*routes)[static_cast<size_t>(t)]
                                : nullptr;
     const TableRouting& routing = layout.routing(t);
-    if (routing.router == nullptr && routing.block_rows.size() == 1) {
-      // One row block (a table-wise table, a column block): the feature's
-      // ids go there in one run, as they came (all in range) or as the
-      // route rewrites them.
-      bool in_range = true;
-      for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end) && route == nullptr; ++i) {
-        in_range &= values[i] >= 0 && values[i] < rows;
-      }
-      if (in_range) {
-        auto& mine = lists[f];
-        mine.resize(1);
-        BlockLists& l = mine[0];
-        const auto at = [](int64_t i) { return static_cast<std::ptrdiff_t>(i); };
-        l.lengths.assign(lengths.begin() + at(first_bag), lengths.begin() + at(first_bag + batch));
-        l.rows.assign(values.begin() + at(begin), values.begin() + at(end));
-        if (route != nullptr) {
-          block.resize(l.rows.size());
-          (*route)(l.rows, block.data());
-          for (int32_t blk : block) {
-            if (blk != 0) {
-              return InternalError(fmt::format("input dist: table '{}' routed an id to row block {} of 1",
-                                               config.name, blk));
-            }
-          }
-        } else if (const int64_t start = routing.sorted_starts.empty() ? 0 : routing.sorted_starts[0]; start != 0) {
-          for (int64_t& r : l.rows) r -= start;
-        }
-        l.origin.resize(static_cast<size_t>(end - begin));
-        std::iota(l.origin.begin(), l.origin.end(), begin);
-        if (with_weights) {
-          if (in_weights != nullptr) {
-            l.weights.assign(in_weights + begin, in_weights + end);
-          } else {
-            l.weights.assign(static_cast<size_t>(end - begin), 1.0f);
-          }
-        }
-        continue;
-      }
-    }
     std::vector<int64_t> ids(values.begin() + begin, values.begin() + end);
-    std::vector<bool> valid(ids.size(), true);
     block.resize(ids.size());
-    local.resize(ids.size());
     if (route != nullptr) {
       // Sent as the route makes them: the receiving rank makes them rows.
       (*route)(ids, block.data());
-      local = ids;
       const auto blocks = static_cast<int32_t>(routing.block_rows.size());
       for (int32_t blk : block) {
         if (blk < 0 || blk >= blocks) {
@@ -104,6 +63,33 @@ StatusOr<ShardedInput> RouteToShards(const ShardLayout& layout, const KeyedJagge
         }
       }
     }
+    // One row block (a table-wise table, a column block): the feature's ids
+    // go there in one run, as the route made them or as they came when all
+    // are in range.
+    if (routing.router == nullptr && routing.block_rows.size() == 1 &&
+        (route != nullptr || std::all_of(ids.begin(), ids.end(), [&](int64_t id) { return id >= 0 && id < rows; }))) {
+      BlockLists& l = lists[f].emplace_back();
+      const auto at = [](int64_t i) { return static_cast<std::ptrdiff_t>(i); };
+      l.lengths.assign(lengths.begin() + at(first_bag), lengths.begin() + at(first_bag + batch));
+      l.rows = std::move(ids);
+      const int64_t start = routing.sorted_starts.empty() ? 0 : routing.sorted_starts[0];
+      if (route == nullptr && start != 0) {
+        for (int64_t& r : l.rows) r -= start;
+      }
+      l.origin.resize(l.rows.size());
+      std::iota(l.origin.begin(), l.origin.end(), begin);
+      if (with_weights) {
+        if (in_weights != nullptr) {
+          l.weights.assign(in_weights + begin, in_weights + end);
+        } else {
+          l.weights.assign(l.rows.size(), 1.0f);
+        }
+      }
+      continue;
+    }
+    std::vector<bool> valid(ids.size(), true);
+    local.resize(ids.size());
+    if (route != nullptr) local = ids;
     // Out-of-range ids first (the router needs in-range ids).
     int64_t b = 0;
     for (size_t i = 0; i < ids.size() && route == nullptr; ++i) {
