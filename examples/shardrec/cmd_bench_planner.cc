@@ -8,8 +8,10 @@
 //             `shardrec train --json` child, --reps interleaved rounds),
 //             with the topology measured for each comm and world size
 //             (`bench topology`) unless --topology is given, and prints estimated beside
-//             measured step times, the planner's speed-up over each, and the
-//             correlation of estimate and measurement over the plans.
+//             measured step times, the planner's speed-up over each, the
+//             correlation of estimate and measurement over the plans, the
+//             model's bound, and verdicts against the rounds' spread and
+//             paired by round.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -226,7 +228,7 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
     }
   } remove_at_exit{dir};
   std::vector<double> all_est, all_meas;
-  nlohmann::json rows = nlohmann::json::array(), verdicts = nlohmann::json::array();
+  nlohmann::json rows = nlohmann::json::array(), verdicts = nlohmann::json::array(), bounds = nlohmann::json::array();
   for (const std::string& comm : [&] {
          std::vector<std::string> v;
          std::stringstream ss(comms);
@@ -279,6 +281,7 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
         std::filesystem::path file;
         double estimated_step = std::nan("");
         std::vector<double> rates;
+        std::vector<double> by_round;  // rates in round order (rates gets sorted)
         std::string error;
       };
       std::vector<Run> runs;
@@ -320,6 +323,7 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
           std::cout << fmt::format("  {:<20} failed: {}\n", r.name, r.error);
           continue;
         }
+        r.by_round = r.rates;
         std::sort(r.rates.begin(), r.rates.end());
         const double rate = r.rates[r.rates.size() / 2];
         if (r.name == "planner") planner_rate = rate;
@@ -341,14 +345,25 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
       }
       std::cout << fmt::format("  correlation of estimated and measured step over {} plans: {:.3f}\n", est.size(),
                                Pearson(est, meas));
+      // How much room the model leaves: no plan of these options can be
+      // estimated below the bound, so a plan estimated within a few percent
+      // of it can only be beaten by what the model leaves out.
+      if (planned->bound_seconds > 0) {
+        std::cout << fmt::format("  the model's bound: no plan estimated below {:.3f} ms ({}); the planner's plan "
+                                 "{:.1f}% above it\n",
+                                 planned->bound_seconds * 1e3, planned->bound_reason,
+                                 (planned->step_seconds / planned->bound_seconds - 1) * 100);
+      }
+      bounds.push_back({{"comm", comm}, {"world_size", n}, {"bound_step_s", planned->bound_seconds},
+                        {"planner_estimated_step_s", planned->step_seconds}, {"reason", planned->bound_reason}});
       // The verdict, against the rounds' spread: a win only when every
       // round of the planner beat every round of the other plan.
       const auto planner_run = std::find_if(runs.begin(), runs.end(), [](const Run& r) { return r.name == "planner"; });
-      if (planner_run != runs.end() && !planner_run->rates.empty()) {
+      if (planner_run != runs.end() && planner_run->error.empty() && !planner_run->rates.empty()) {
         int faster = 0, slower = 0, within = 0;
         std::string ties, losses;
         for (const Run& r : runs) {
-          if (&r == &*planner_run || r.rates.empty()) continue;
+          if (&r == &*planner_run || !r.error.empty() || r.rates.empty()) continue;
           if (planner_run->rates.front() > r.rates.back()) {
             ++faster;
           } else if (planner_run->rates.back() < r.rates.front()) {
@@ -363,14 +378,45 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
                                  "rounds' spread of {}{}, slower in every round than {}{}\n",
                                  faster + within + slower, faster, within, ties.empty() ? "" : " (" + ties + ")", slower,
                                  losses.empty() ? "" : " (" + losses + ")");
+        // Paired by round: each round trains every plan once, a few seconds
+        // apart, so the planner against a plan in the same round sees the
+        // same spell of the machine. The verdict above needs the planner's
+        // worst round to beat the other's best, which on a VM that drifts
+        // by 20% within the hour hides any gap smaller than the drift.
+        int paired_faster = 0;
+        std::string paired_not;
+        nlohmann::json paired = nlohmann::json::array();
+        for (const Run& r : runs) {
+          if (&r == &*planner_run || !r.error.empty() || r.by_round.empty()) continue;
+          const size_t k = std::min(r.by_round.size(), planner_run->by_round.size());
+          std::vector<double> ratio;
+          int wins = 0;
+          for (size_t i = 0; i < k; ++i) {
+            ratio.push_back(planner_run->by_round[i] / r.by_round[i]);
+            wins += ratio.back() > 1 ? 1 : 0;
+          }
+          std::sort(ratio.begin(), ratio.end());
+          const bool every = k > 0 && wins == static_cast<int>(k);
+          paired_faster += every ? 1 : 0;
+          if (!every) {
+            paired_not += fmt::format("{}{} ({} of {} rounds, planner / this {:.2f}-{:.2f})", paired_not.empty() ? "" : ", ",
+                                      r.name, wins, k, ratio.empty() ? std::nan("") : ratio.front(),
+                                      ratio.empty() ? std::nan("") : ratio.back());
+          }
+          paired.push_back({{"plan", r.name}, {"rounds", k}, {"planner_faster", wins},
+                            {"ratio_min", ratio.empty() ? std::nan("") : ratio.front()},
+                            {"ratio_max", ratio.empty() ? std::nan("") : ratio.back()}});
+        }
+        std::cout << fmt::format("  paired by round: faster than {} of the {} in every round{}\n", paired_faster,
+                                 paired.size(), paired_not.empty() ? "" : "; not in every round: " + paired_not);
         verdicts.push_back({{"comm", comm}, {"world_size", n}, {"faster", faster}, {"within_spread", within},
-                            {"slower", slower}});
+                            {"slower", slower}, {"paired_faster_every_round", paired_faster}, {"paired", paired}});
       }
     }
   }
   std::cout << fmt::format("correlation over all {} runs: {:.3f}\n", all_est.size(), Pearson(all_est, all_meas));
   if (g.json) {
-    std::cout << nlohmann::json{{"runs", rows}, {"verdicts", verdicts}, {"correlation", Pearson(all_est, all_meas)}}.dump()
+    std::cout << nlohmann::json{{"runs", rows}, {"verdicts", verdicts}, {"bounds", bounds}, {"correlation", Pearson(all_est, all_meas)}}.dump()
               << "\n";
   }
   return kExitOk;

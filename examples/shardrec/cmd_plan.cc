@@ -173,7 +173,8 @@ int RunPlan(const std::vector<std::string>& args) {
   const double global_batch = static_cast<double>(f.batch) * f.world_size;
   if (g.json) {
     nlohmann::json j = {{"world_size", f.world_size}, {"hosts", pf.hosts}, {"batch_per_rank", f.batch},
-                        {"estimated_step_s", result->step_seconds}, {"plan_seconds", result->plan_seconds},
+                        {"estimated_step_s", result->step_seconds}, {"bound_step_s", result->bound_seconds},
+                        {"bound_reason", result->bound_reason}, {"plan_seconds", result->plan_seconds},
                         {"options_evaluated", result->options_evaluated}, {"improvement_moves", result->improvement_moves},
                         {"notes", result->notes}, {"plan", nlohmann::json::parse(PlanToJson(plan.value()))}};
     j["ranks"] = nlohmann::json::array();

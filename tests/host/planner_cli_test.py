@@ -56,6 +56,8 @@ with tempfile.TemporaryDirectory() as d:
     r = run("plan", *common, "-o", plan, "--explain", "--compare")
     expect("plan runs", r.returncode == 0, r.stderr)
     expect("plan --explain says why", "chose " in r.stdout and "per rank" in r.stdout, r.stdout)
+    expect("plan says how far its step is from the bound", "no plan of these options can be estimated below" in r.stdout
+           and "% above that" in r.stdout, r.stdout)
     expect("plan --compare lists the default", "balanced table_wise (the default)" in r.stdout, r.stdout)
     doc = {}
     if os.path.exists(plan):
@@ -99,6 +101,9 @@ with tempfile.TemporaryDirectory() as d:
     try:
         j = json.loads(r.stdout.strip().splitlines()[-1])
         expect("plan --json is one object with the step", "estimated_step_s" in json.dumps(j), r.stdout)
+        expect("plan --json has the bound below the step, with its reason",
+               0 < j.get("bound_step_s", 0) <= j.get("estimated_step_s", 0) * (1 + 1e-9) and j.get("bound_reason"),
+               r.stdout)
     except (ValueError, IndexError):
         expect("plan --json is one object", False, r.stdout + r.stderr)
 
@@ -252,7 +257,10 @@ with tempfile.TemporaryDirectory() as d:
         j = json.loads(r.stdout.strip().splitlines()[-1])
         plans = {x["plan"] for x in j["runs"]}
         expect("bench planner --train trains every plan", {"planner", "balanced table_wise", "row_wise",
-                                                           "data_parallel"} <= plans and len(j["verdicts"]) == 1,
+                                                           "data_parallel"} <= plans and len(j["verdicts"]) == 1
+               and "paired" in j["verdicts"][0]
+               and len(j["bounds"]) == 1 and 0 < j["bounds"][0]["bound_step_s"]
+               <= j["bounds"][0]["planner_estimated_step_s"] * (1 + 1e-9),
                r.stdout[-1500:])
         with open(bench_json, "w") as f:
             f.write(r.stdout.strip().splitlines()[-1])

@@ -265,6 +265,88 @@ TEST_F(Planning, SkewedWorkloadBeatsTheDefaultAndEverySingleSharder) {
   }
 }
 
+// The planner's lower bound holds for every plan the model can score: the
+// planner's own, the default and every single-sharder plan, a plan pinned
+// by constraints (whose bound only rises), ranks sharing cores; and it is
+// reached where a plan can spread the work evenly.
+TEST_F(Planning, NoPlanIsEstimatedBelowTheBound) {
+  for (int world : {2, 4}) {
+    for (int cores : {0, 2, 1}) {
+      PlannerRequest req = Skewed(world);
+      req.topology.cores_per_host = cores;
+      if (cores == 1) req.ranks_per_host = 2;  // 4 ranks: two hosts of two
+      auto planned = RunPlanner(registry_, req);
+      ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+      ASSERT_GT(planned->bound_seconds, 0);
+      EXPECT_FALSE(planned->bound_reason.empty());
+      EXPECT_LE(planned->bound_seconds, planned->step_seconds * (1 + 1e-9)) << world << " ranks, " << cores << " cores";
+      std::vector<std::string> sharders = {""};
+      for (const ComponentRef& ref : registry_.Components(SR_KIND_SHARDER)) sharders.push_back(ref.name());
+      for (const std::string& name : sharders) {
+        PlanRequest p;
+        p.tables = req.tables;
+        p.world_size = world;
+        p.ranks_per_host = world;
+        p.sharder = name;
+        auto plan = MakePlan(registry_, p);
+        ASSERT_TRUE(plan.ok()) << name << ": " << plan.status().ToString();
+        auto est = EstimatePlan(registry_, req, plan.value());
+        ASSERT_TRUE(est.ok()) << est.status().ToString();
+        EXPECT_LE(planned->bound_seconds, est->step_seconds * (1 + 1e-9))
+            << world << " ranks, " << cores << " cores, " << (name.empty() ? "balanced table_wise" : name);
+      }
+      // Every table pinned whole to rank 0: fewer options, so a bound at
+      // or above the free one, and still at or below that plan's step.
+      PlannerRequest pinned = req;
+      for (const auto& t : req.tables) pinned.constraints[t.name] = TableConstraint{{"table_wise"}, {}, {0}, {}};
+      auto one = RunPlanner(registry_, pinned);
+      ASSERT_TRUE(one.ok()) << one.status().ToString();
+      EXPECT_GE(one->bound_seconds, planned->bound_seconds * (1 - 1e-9));
+      EXPECT_LE(one->bound_seconds, one->step_seconds * (1 + 1e-9));
+    }
+  }
+  // Two equal tables that may only go whole on 2 ranks: one each is the
+  // best plan there is, and the bound says so exactly.
+  PlannerRequest even;
+  even.world_size = 2;
+  even.tables = {Table("a", 10000, 32), Table("b", 10000, 32)};
+  even.workload = {Pooling(8), Pooling(8)};
+  for (const auto& t : even.tables) even.constraints[t.name] = TableConstraint{{"table_wise"}, {}, {}, {}};
+  auto planned = RunPlanner(registry_, even);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  EXPECT_NEAR(planned->bound_seconds, planned->step_seconds, 1e-9 * planned->step_seconds);
+  EXPECT_NE(planned->tables[0].sharding.ranks, planned->tables[1].sharding.ranks);
+  // Four such tables on 4 ranks that share 2 cores: the host's summed time
+  // over its cores is the step, and the bound counts cores, not ranks.
+  PlannerRequest shared = even;
+  shared.world_size = 4;
+  shared.topology.cores_per_host = 2;
+  shared.tables = {Table("a", 10000, 32), Table("b", 10000, 32), Table("c", 10000, 32), Table("d", 10000, 32)};
+  shared.workload.assign(4, Pooling(8));
+  for (const auto& t : shared.tables) shared.constraints[t.name] = TableConstraint{{"table_wise"}, {}, {}, {}};
+  auto turns = RunPlanner(registry_, shared);
+  ASSERT_TRUE(turns.ok()) << turns.status().ToString();
+  EXPECT_NEAR(turns->bound_seconds, turns->step_seconds, 1e-9 * turns->step_seconds);
+  // The same on two hosts of two ranks with a core each: the lanes are
+  // the hosts' cores (2), not one host's, and the bytes cross hosts.
+  PlannerRequest hosts = shared;
+  hosts.ranks_per_host = 2;
+  hosts.topology.cores_per_host = 1;
+  auto two = RunPlanner(registry_, hosts);
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_NEAR(two->bound_seconds, two->step_seconds, 1e-9 * two->step_seconds);
+  // One table that may only go whole: the rank holding it is the step,
+  // and the bound names that table.
+  PlannerRequest lone = even;
+  lone.tables = {Table("a", 10000, 32)};
+  lone.workload = {Pooling(8)};
+  lone.constraints.erase("b");
+  auto alone = RunPlanner(registry_, lone);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_NEAR(alone->bound_seconds, alone->step_seconds, 1e-9 * alone->step_seconds);
+  EXPECT_NE(alone->bound_reason.find("table 'a' alone"), std::string::npos) << alone->bound_reason;
+}
+
 // Zipf(alpha) over `rows` rows as the planner's 64-bucket histogram.
 TableWorkload ZipfPooling(double p, int64_t rows, double alpha) {
   TableWorkload w = Pooling(p);

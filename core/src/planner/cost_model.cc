@@ -161,6 +161,11 @@ double CostModel::RankSeconds(const RankLoad& l) const {
          std::max(l.send_inter, l.recv_inter) / topology_.inter_host.bytes_per_s;
 }
 
+double CostModel::SpreadSeconds(const RankLoad& l) const {
+  return l.compute_s + (l.send_intra + l.recv_intra) / 2 / topology_.intra_host.bytes_per_s +
+         (l.send_inter + l.recv_inter) / 2 / topology_.inter_host.bytes_per_s;
+}
+
 bool CostModel::SharesCores() const {
   return topology_.cores_per_host > 0 && per_host_ > topology_.cores_per_host;
 }

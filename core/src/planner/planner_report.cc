@@ -28,6 +28,11 @@ std::string FormatPlannerResult(const PlannerResult& r, const PlannerRequest& re
                                 "(the slowest rank), planned in {:.3f} s ({} options scored, {} improvement moves)\n",
                                 r.tables.size(), r.ranks.size(), req.batch_per_rank, r.step_seconds * 1e3,
                                 r.plan_seconds, r.options_evaluated, r.improvement_moves);
+  if (r.bound_seconds > 0) {
+    out += fmt::format("  no plan of these options can be estimated below {:.3f} ms ({}; memory budgets not "
+                       "counted); this one is {:.1f}% above that\n",
+                       r.bound_seconds * 1e3, r.bound_reason, (r.step_seconds / r.bound_seconds - 1) * 100);
+  }
   size_t name_w = 5, type_w = 4, kernel_w = 6, ranks_w = 5;
   std::vector<std::string> ranks;
   for (size_t t = 0; t < r.tables.size(); ++t) {

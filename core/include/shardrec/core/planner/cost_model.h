@@ -79,6 +79,10 @@ class CostModel {
 
   // The seconds a rank with `load` spends per step, latency excluded.
   double RankSeconds(const RankLoad& load) const;
+  // A lower bound of RankSeconds that adds up over tables: the comm terms
+  // take the mean of sent and received bytes, not the larger. Summed over
+  // the ranks it bounds what any placement of the same options can spread.
+  double SpreadSeconds(const RankLoad& load) const;
   // Whether a host's ranks share fewer cores than there are ranks, and the
   // step bound of a host whose ranks spend `summed_rank_seconds` in all
   // (latency excluded): that sum over its cores.

@@ -67,6 +67,15 @@ struct PlannerResult {
   std::vector<TableChoice> tables;  // in the request's order
   std::vector<RankEstimate> ranks;
   double step_seconds = 0;          // the slowest rank's estimate
+  // No placement of the tables' options (constraints honoured, memory
+  // budgets not counted) can be estimated below this (the planner's runs; 0
+  // from EstimatePlan): every table's least total work spread evenly over
+  // the ranks (or the hosts' cores, when ranks share them), or the busiest
+  // rank of the table whose least is largest, whichever is more, plus the
+  // least collective latency a plan can pay. step_seconds / bound_seconds -
+  // 1 is the most any plan of those options could gain under the model.
+  double bound_seconds = 0;
+  std::string bound_reason;         // which of the two set it
   double plan_seconds = 0;          // wall time the planner took
   int improvement_moves = 0;
   int64_t options_evaluated = 0;
