@@ -389,6 +389,7 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
         for (const Run& r : runs) {
           if (&r == &*planner_run || !r.error.empty() || r.by_round.empty()) continue;
           const size_t k = std::min(r.by_round.size(), planner_run->by_round.size());
+          if (k == 0) continue;
           std::vector<double> ratio;
           int wins = 0;
           for (size_t i = 0; i < k; ++i) {
@@ -396,16 +397,14 @@ int RunBenchPlanner(const std::vector<std::string>& args) {
             wins += ratio.back() > 1 ? 1 : 0;
           }
           std::sort(ratio.begin(), ratio.end());
-          const bool every = k > 0 && wins == static_cast<int>(k);
+          const bool every = wins == static_cast<int>(k);
           paired_faster += every ? 1 : 0;
           if (!every) {
             paired_not += fmt::format("{}{} ({} of {} rounds, planner / this {:.2f}-{:.2f})", paired_not.empty() ? "" : ", ",
-                                      r.name, wins, k, ratio.empty() ? std::nan("") : ratio.front(),
-                                      ratio.empty() ? std::nan("") : ratio.back());
+                                      r.name, wins, k, ratio.front(), ratio.back());
           }
           paired.push_back({{"plan", r.name}, {"rounds", k}, {"planner_faster", wins},
-                            {"ratio_min", ratio.empty() ? std::nan("") : ratio.front()},
-                            {"ratio_max", ratio.empty() ? std::nan("") : ratio.back()}});
+                            {"ratio_min", ratio.front()}, {"ratio_max", ratio.back()}});
         }
         std::cout << fmt::format("  paired by round: faster than {} of the {} in every round{}\n", paired_faster,
                                  paired.size(), paired_not.empty() ? "" : "; not in every round: " + paired_not);

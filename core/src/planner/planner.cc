@@ -90,6 +90,10 @@ class Planner {
   bool TrySwap(int slowest, const std::vector<std::pair<double, size_t>>& on, double now);
   TableEffect EffectOf(size_t t, const Candidate& c) const;
   std::pair<double, std::string> LowerBound() const;
+  // The placements of a shape: how many shifts it may take, and whether
+  // shift `off` keeps it on the table's pinned ranks (if any).
+  int Shifts(const Shape& shape) const;
+  bool PinnedAllows(const TableState& st, const Shape& shape, int off) const;
   Score ScoreOf(const TableEffect& e) const;
   // The best candidate for table t against the current loads; fills
   // per-option lines when `explain`.
@@ -299,6 +303,19 @@ Score Planner::ScoreOf(const TableEffect& e) const {
   return s;
 }
 
+int Planner::Shifts(const Shape& shape) const {
+  return shape.relocate == Relocate::kShift ? world_ : shape.relocate == Relocate::kHost ? world_ / per_host_ : 1;
+}
+
+bool Planner::PinnedAllows(const TableState& st, const Shape& shape, int off) const {
+  if (st.pinned.empty()) return true;
+  if (shape.replicated && static_cast<int>(st.pinned.size()) != world_) return false;
+  for (const sr_shard& s : planner_internal::Moved(shape, off, world_, per_host_)) {
+    if (s.num_rows > 0 && s.num_cols > 0 && !std::binary_search(st.pinned.begin(), st.pinned.end(), s.rank)) return false;
+  }
+  return true;
+}
+
 // For each table, over the same options Best weighs (constraints and
 // pinned ranks honoured; memory budgets are not counted, so a plan held up
 // by them sits further above the bound): its least total work
@@ -321,17 +338,11 @@ std::pair<double, std::string> Planner::LowerBound() const {
       // changes no rank's work: without pinned ranks, the shifts within
       // one host (a host shift: none) cover every distinct placement.
       // (1000 tables x 64 ranks on 8 hosts: 0.14 s with every shift.)
-      int offsets = shape.relocate == Relocate::kShift ? world_ : shape.relocate == Relocate::kHost ? world_ / per_host_ : 1;
+      int offsets = Shifts(shape);
       if (st.pinned.empty()) offsets = shape.relocate == Relocate::kShift ? std::min(offsets, per_host_) : 1;
       for (int k : st.kernels) {
         for (int off = 0; off < offsets; ++off) {
-          if (!st.pinned.empty()) {
-            bool inside = !shape.replicated || static_cast<int>(st.pinned.size()) == world_;
-            for (const sr_shard& s : planner_internal::Moved(shape, off, world_, per_host_)) {
-              if (s.num_rows > 0 && s.num_cols > 0 && !std::binary_search(st.pinned.begin(), st.pinned.end(), s.rank)) inside = false;
-            }
-            if (!inside) continue;
-          }
+          if (!PinnedAllows(st, shape, off)) continue;
           (shape.replicated ? any_replicated : any_sharded) = true;
           double total = 0, busiest = 0;
           model_.Visit(EffectOf(t, Candidate{static_cast<int>(si), k, off}), zero, [&](int, const RankLoad& l) {
@@ -378,7 +389,7 @@ std::pair<Candidate, Score> Planner::Best(size_t t, bool memory_first, std::vect
   double best_fill = std::numeric_limits<double>::infinity();
   for (size_t si = 0; si < st.shapes.size(); ++si) {
     const Shape& shape = st.shapes[si];
-    const int offsets = shape.relocate == Relocate::kShift ? world_ : shape.relocate == Relocate::kHost ? world_ / per_host_ : 1;
+    const int offsets = Shifts(shape);
     for (int k : st.kernels) {
       Candidate local;
       Score local_score;
@@ -387,14 +398,7 @@ std::pair<Candidate, Score> Planner::Best(size_t t, bool memory_first, std::vect
       bool pinned_out = true;
       for (int off = 0; off < offsets; ++off) {
         const Candidate c{static_cast<int>(si), k, off};
-        if (!st.pinned.empty()) {
-          bool inside = true;
-          if (shape.replicated) inside = static_cast<int>(st.pinned.size()) == world_;
-          for (const sr_shard& s : planner_internal::Moved(shape, off, world_, per_host_)) {
-            if (s.num_rows > 0 && s.num_cols > 0 && !std::binary_search(st.pinned.begin(), st.pinned.end(), s.rank)) inside = false;
-          }
-          if (!inside) continue;
-        }
+        if (!PinnedAllows(st, shape, off)) continue;
         pinned_out = false;
         const TableEffect e = EffectOf(t, c);
         Score sc = ScoreOf(e);
@@ -778,12 +782,9 @@ void Planner::TrySeeds() {
                          : shape->relocate == Relocate::kHost ? target / per_host_
                                                               : 0;
       const Candidate c{static_cast<int>(shape - st.shapes.begin()), st.kernels[0], offset};
-      if (!st.pinned.empty()) {
-        for (const sr_shard& sh : planner_internal::Moved(*shape, offset, world_, per_host_)) {
-          if (sh.num_rows > 0 && sh.num_cols > 0 && !std::binary_search(st.pinned.begin(), st.pinned.end(), sh.rank)) valid = false;
-        }
-        if (shape->replicated && static_cast<int>(st.pinned.size()) != world_) valid = false;
-        if (!valid) break;
+      if (!PinnedAllows(st, *shape, offset)) {
+        valid = false;
+        break;
       }
       Place(t, c);
       ++evaluated_;
