@@ -67,6 +67,7 @@ struct TrainFlags {
   std::vector<std::string> managed_collision;  // TABLE:SPEC
   std::string mc_dist = "fused";               // --mc-dist
   int64_t raw_id_space = 0;                    // 0: 10 x the rows of each managed table
+  std::vector<std::string> hashed_ids;         // --hashed-ids TABLE: raw ids folded into its rows
   // Checkpoints (docs/checkpoints.md).
   std::string checkpoint_dir, resume, checkpoint_chunk = "1MiB";
   int64_t save_every = 0, keep_last = 0, chunk_bytes = kDefaultCheckpointChunkBytes;
@@ -85,7 +86,7 @@ nlohmann::json DataRecord(const TrainFlags& f, int world, int64_t position) {
   return {{"source", "synthetic"},   {"seed", f.seed},
           {"ids", f.ids},            {"pooling_factor", f.pooling_factor},
           {"global_batch", world * f.batch}, {"raw_id_space", f.raw_id_space},
-          {"position", position}};
+          {"hashed_ids", f.hashed_ids},      {"position", position}};
 }
 
 // The largest |got - want|, and the largest |got - want| / max(1, |want|):
@@ -1023,6 +1024,11 @@ int RunTrain(const std::vector<std::string>& args) {
        "separate (the collection's own collectives for every table)")
       ("raw-id-space", po::value(&f.raw_id_space)->default_value(f.raw_id_space),
        "distinct raw ids a managed table's feature draws from (0: 10 x the table's rows)")
+      ("hashed-ids", po::value(&f.hashed_ids)->composing(),
+       "TABLE (repeatable): a table without managed collision draws raw ids as a managed one would (from "
+       "--raw-id-space) and folds them into its rows (raw id mod rows), as a model without managed collision "
+       "does. The baseline for managed collision's cost: the same ids, the same rows, no remap "
+       "(docs/managed_collision.md)")
       ("checkpoint-dir", po::value(&f.checkpoint_dir),
        "save checkpoints here, as DIR/step-NNNNNNNN (every --save-every steps, and after the last step); they load "
        "under any plan and world size (docs/checkpoints.md)")
@@ -1178,10 +1184,21 @@ int RunTrain(const std::vector<std::string>& args) {
     return fail("--mc-dist '" + f.mc_dist + "': expected fused or separate");
   }
   std::vector<int64_t> raw_space;
-  for (const auto& t : tables.value()) {
-    raw_space.push_back(managed->count(t.name) ? (f.raw_id_space > 0 ? f.raw_id_space : 10 * t.num_embeddings) : 0);
+  std::vector<uint8_t> hashed(tables->size(), 0);
+  for (const std::string& name : f.hashed_ids) {
+    auto it = std::find_if(tables->begin(), tables->end(), [&](const auto& t) { return t.name == name; });
+    if (it == tables->end()) return fail("--hashed-ids: no table '" + name + "'");
+    if (managed->count(name)) {
+      return fail("--hashed-ids " + name + ": the table has managed collision, which maps its raw ids itself");
+    }
+    hashed[static_cast<size_t>(it - tables->begin())] = 1;
   }
-  auto data = SyntheticData::Create(tables.value(), f.ids, pooling, f.seed, raw_space);
+  for (size_t t = 0; t < tables->size(); ++t) {
+    const auto& table = tables.value()[t];
+    const bool raw = managed->count(table.name) || hashed[t];
+    raw_space.push_back(raw ? (f.raw_id_space > 0 ? f.raw_id_space : 10 * table.num_embeddings) : 0);
+  }
+  auto data = SyntheticData::Create(tables.value(), f.ids, pooling, f.seed, raw_space, hashed);
   if (!data.ok()) return fail(data.status().message());
   EmbeddingModuleOptions options;
   options.kernel = f.kernel;

@@ -78,17 +78,21 @@ StatusOr<std::vector<EmbeddingTableConfig>> TablesFromFileOrSpec(const std::stri
 
 StatusOr<SyntheticData> SyntheticData::Create(std::vector<EmbeddingTableConfig> tables, const std::string& ids,
                                               std::vector<double> pooling_factors, uint64_t seed,
-                                              std::vector<int64_t> raw_id_space) {
+                                              std::vector<int64_t> raw_id_space, std::vector<uint8_t> hashed) {
   SyntheticData d;
   d.tables_ = std::move(tables);
   if (!raw_id_space.empty() && raw_id_space.size() != d.tables_.size()) {
     return InvalidArgumentError("raw id spaces: one per table");
   }
+  if (!hashed.empty() && hashed.size() != d.tables_.size()) return InvalidArgumentError("hashed ids: one flag per table");
   for (size_t t = 0; t < d.tables_.size(); ++t) {
     const int64_t raw = raw_id_space.empty() ? 0 : raw_id_space[t];
     if (raw < 0 || raw > (int64_t{1} << 40)) return InvalidArgumentError("raw id space must be in [0, 2^40]");
     d.space_.push_back(raw > 0 ? raw : d.tables_[t].num_embeddings);
     d.raw_.push_back(raw > 0);
+    const bool fold = !hashed.empty() && hashed[t] != 0;
+    if (fold && raw == 0) return InvalidArgumentError("table " + d.tables_[t].name + ": hashed ids need a raw id space");
+    d.hashed_.push_back(fold);
   }
   d.seed_ = seed;
   d.ids_ = ids;
@@ -169,6 +173,7 @@ KeyedJaggedTensor SyntheticData::Samples(int64_t step, int64_t first, int64_t co
       id = std::min<int64_t>(id, space - 1);
       // A bijection: N distinct k give N distinct raw ids, spread over int64.
       if (raw_[t]) id = static_cast<int64_t>(sdk::Mix64(static_cast<uint64_t>(id) ^ 0xac1d5ull));
+      if (hashed_[t]) id = static_cast<int64_t>(static_cast<uint64_t>(id) % static_cast<uint64_t>(tables_[t].num_embeddings));
     }
   }
   std::optional<std::vector<float>> w;
@@ -250,7 +255,12 @@ std::string SyntheticData::Describe() const {
   for (double x : pooling_) {
     if (x != pooling_[0]) p = "per feature";
   }
-  return fmt::format("{} ids, pooling factor {}", ids_, p);
+  std::string hashed;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (hashed_[t]) hashed += fmt::format("{}{} ({} raw ids)", hashed.empty() ? "" : ", ", tables_[t].name, space_[t]);
+  }
+  if (!hashed.empty()) hashed = "; hashed into their rows: " + hashed;
+  return fmt::format("{} ids, pooling factor {}{}", ids_, p, hashed);
 }
 
 }  // namespace shardrec::cli

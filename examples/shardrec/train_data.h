@@ -35,10 +35,13 @@ class SyntheticData {
   // ids: "uniform" | "zipf:ALPHA"; pooling_factors: one for all features or one per feature.
   // raw_id_space: per table, 0 for ids that are rows, or N for raw ids: the
   // k-th of N distinct 64-bit values (scrambled, so managed collision sees
-  // arbitrary ids), with k drawn as above from [0, N).
+  // arbitrary ids), with k drawn as above from [0, N). hashed: per table
+  // (or empty: none), fold that table's raw ids into its rows (raw id mod
+  // rows): how a table without managed collision meets an id space larger
+  // than itself, the baseline that managed collision's cost is measured on.
   static StatusOr<SyntheticData> Create(std::vector<EmbeddingTableConfig> tables, const std::string& ids,
                                         std::vector<double> pooling_factors, uint64_t seed,
-                                        std::vector<int64_t> raw_id_space = {});
+                                        std::vector<int64_t> raw_id_space = {}, std::vector<uint8_t> hashed = {});
 
   // Rank `rank`'s batch at `step`: every feature, `batch` samples (global
   // samples [rank * batch, (rank + 1) * batch) of the step).
@@ -69,6 +72,7 @@ class SyntheticData {
   std::vector<ZipfIds> zipf_;            // per table, zipf only
   std::vector<int64_t> space_;            // per table: ids drawn from [0, space)
   std::vector<uint8_t> raw_;              // per table: scramble into raw 64-bit ids
+  std::vector<uint8_t> hashed_;           // per table: then fold them into the rows
   uint64_t seed_ = 0;
   std::string ids_;
 };

@@ -5,7 +5,9 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -94,6 +96,10 @@ inline void PrefetchForWrite(const void* p, size_t bytes) {
 void CpuKernel::InitializeRows(const Table& t, const int64_t* rows, int64_t begin, int64_t end) {
   std::vector<float> values(t.type == WeightType::kFloat32 ? 0 : static_cast<size_t>(t.dim));
   const size_t state_bytes = static_cast<size_t>(t.state_dim) * sizeof(float);
+  const float state_init = t.state_init;
+  constexpr int64_t kFill = 16;
+  float fill[kFill];
+  std::fill_n(fill, kFill, state_init);
   for (int64_t k = begin; k < end; ++k) {
     const int64_t r = rows != nullptr ? rows[k] : k;
     if (rows != nullptr && k + kInitAhead < end) {
@@ -111,8 +117,13 @@ void CpuKernel::InitializeRows(const Table& t, const int64_t* rows, int64_t begi
     } else if (t.type != WeightType::kFloat32) {
       for (int64_t c = 0; c < t.dim; ++c) StoreElement(row, t.type, c, values[static_cast<size_t>(c)]);
     }
+    // 16 floats a copy: a loop storing t.state_init reloaded it after every
+    // store (a float store may alias the table's member) and wrote one float
+    // at a time, most of a managed-collision reset's time.
     float* state = t.StateRow(r);
-    for (int64_t c = 0; c < t.state_dim; ++c) state[c] = t.state_init;
+    int64_t c = 0;
+    for (; c + kFill <= t.state_dim; c += kFill) std::memcpy(state + c, fill, sizeof fill);
+    for (; c < t.state_dim; ++c) state[c] = state_init;
   }
 }
 

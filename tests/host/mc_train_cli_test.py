@@ -8,7 +8,8 @@ processes, fused into the input dist where the plan allows and separate
 --managed-collision; the report
 carries per-table counters that add up; a third-party policy given by path
 trains; bad settings are refused before any work with a message naming
-the table.
+the table; --hashed-ids (the same raw ids, folded into an unmanaged table's
+rows) verifies too.
 
 usage: mc_train_cli_test.py SHARDREC_EXE [THIRD_PARTY_POLICY.so]"""
 import json
@@ -42,17 +43,24 @@ def counters_add_up(name, report, steps, tables):
         expect(f"{name}: {t} evictions <= admissions", s["evictions"] <= s["admissions"], str(s))
 
 
+def verified(name, r):
+    """The --json report of a run that passed --verify, else None (failures recorded)."""
+    expect(name, r.returncode == 0, r.stdout + r.stderr)
+    if r.returncode != 0:
+        return None
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    expect(name + ": verify ok", report["verify"]["ok"], json.dumps(report["verify"]))
+    return report
+
+
 base = ["--tables", "2x3000x8,1x500x4", "--batch", "64", "--steps", "12", "--ids", "zipf:1.1", "--json"]
 mc_flags = ["--managed-collision", "t0:policy=lfu,eviction_interval=3,buckets=4",
             "--managed-collision", "t2:zch_size=400,mch_size=100,policy=distance_lfu,buckets=2"]
 for sharder in ["table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel"]:
     r = run(*base, *mc_flags, "--sharder", sharder, "--world-size", "2", "--verify")
     name = f"train --managed-collision --verify ({sharder}, 2 threads)"
-    ok = r.returncode == 0
-    expect(name, ok, r.stdout + r.stderr)
-    if ok:
-        report = json.loads(r.stdout.strip().splitlines()[-1])
-        expect(name + ": verify ok", report["verify"]["ok"], json.dumps(report["verify"]))
+    report = verified(name, r)
+    if report:
         counters_add_up(name, report, 12, ["t0", "t2"])
         expect(name + ": rounds ran", report["managed_collision"]["t0"]["rounds"] == 4 * 4,
                json.dumps(report["managed_collision"]["t0"]))
@@ -75,11 +83,8 @@ for how in ["fused", "separate"]:
     r = run(*base, *mc_flags, "--sharder", "table_wise", "--comm", "gloo", "--world-size", "2", "--verify",
             "--mc-dist", how)
     name = f"train --mc-dist {how} --verify (table_wise, 2 gloo processes)"
-    ok = r.returncode == 0
-    expect(name, ok, r.stdout + r.stderr)
-    if ok:
-        report = json.loads(r.stdout.strip().splitlines()[-1])
-        expect(name + ": verify ok", report["verify"]["ok"], json.dumps(report["verify"]))
+    report = verified(name, r)
+    if report:
         dist = [s["dist"] for s in report["managed_collision"].values()]
         expect(name + ": each table " + how, all(d.startswith(how) for d in dist), json.dumps(dist))
 r = run(*base, *mc_flags, "--mc-dist", "sometimes")
@@ -124,6 +129,25 @@ with tempfile.TemporaryDirectory() as d:
         r = run("--tables", "2x3000x8", "--steps", "2", *flags)
         expect("refuses " + name, r.returncode != 0 and needle in r.stderr and "t0" in r.stderr + r.stdout
                and "steps in" not in r.stdout, f"rc={r.returncode} stderr={r.stderr} stdout={r.stdout[-300:]}")
+
+# --hashed-ids: the baseline for managed collision's cost. An unmanaged
+# table draws the raw ids a managed one would and folds them into its rows:
+# unfolded, the scrambled 64-bit ids would fail the bounds check, so a
+# verified run shows they were folded, under sharding, threads and processes.
+for comm in ["local", "gloo"]:
+    r = run("--tables", "2x3000x8", "--batch", "64", "--steps", "4", "--ids", "zipf:1.1", "--json", "--verify",
+            "--comm", comm, "--world-size", "2", "--sharder", "row_wise", "--hashed-ids", "t0",
+            "--raw-id-space", "100000")
+    name = f"train --hashed-ids t0 --verify (row_wise, {comm})"
+    report = verified(name, r)
+    if report:
+        expect(name + ": the report says which tables", "hashed into their rows: t0 (100000 raw ids)" in report["data"],
+               report["data"])
+for flags, needle in [(["--hashed-ids", "t7"], "no table 't7'"),
+                      (["--hashed-ids", "t0", "--managed-collision", "t0:policy=lru"], "maps its raw ids itself")]:
+    r = run("--tables", "2x3000x8", "--steps", "2", *flags)
+    expect("refuses " + " ".join(flags), r.returncode != 0 and needle in r.stderr and "steps in" not in r.stdout,
+           f"rc={r.returncode} stderr={r.stderr}")
 
 if third_party and os.path.exists(third_party):
     r = run("--tables", "1x2000x8", "--batch", "32", "--steps", "6", "--json", "--verify",

@@ -107,17 +107,24 @@ void MchBucket::Record(std::span<const int64_t> ids, const int64_t* slots, int64
 
 void MchBucket::RefreshSlots(std::span<const int64_t> ids, int64_t* slots, const int64_t* candidate_of,
                              const RoundPlan& plan) {
+  // A holder loses its slot only to a replacement: the slots that changed
+  // hands, as bits (a few KiB, in the cache), where reading each id's slot
+  // line to compare its id missed the cache once an id.
   slot_of_candidate_.assign(static_cast<size_t>(plan.candidates), -1);
-  for (const auto& [slot, candidate] : plan.replacements) slot_of_candidate_[static_cast<size_t>(candidate)] = slot;
+  replaced_bits_.resize(static_cast<size_t>((slots_ + 63) / 64), 0);
+  for (const auto& [slot, candidate] : plan.replacements) {
+    slot_of_candidate_[static_cast<size_t>(candidate)] = slot;
+    replaced_bits_[static_cast<size_t>(slot) / 64] |= uint64_t{1} << (slot % 64);
+  }
   for (size_t i = 0; i < ids.size(); ++i) {
     const int64_t s = slots[i];
-    if (s >= 0) {  // a holder keeps its slot unless the round evicted it
-      const SlotState& slot = slot_[static_cast<size_t>(s)];
-      if (!slot.occupied || slot.id != ids[i]) slots[i] = -1;
+    if (s >= 0) {  // a holder keeps its slot unless the round gave it to another
+      if ((replaced_bits_[static_cast<size_t>(s) / 64] >> (s % 64)) & 1) slots[i] = -1;
     } else {
       slots[i] = slot_of_candidate_[static_cast<size_t>(candidate_of[i])];
     }
   }
+  for (const auto& [slot, candidate] : plan.replacements) replaced_bits_[static_cast<size_t>(slot) / 64] = 0;
 }
 
 void MchBucket::MarkWindow() {
@@ -186,6 +193,15 @@ StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const Man
   // round needs (a threshold filter has read them once more, above).
   auto updated = [&](size_t u) { return Updated(u, threshold); };
   constexpr size_t kAhead = 16;
+  // Reserved: grown by push_back they were copied ~12 times a round.
+  const bool keyed = incremental_ && keys_ready_;
+  plan.updated_slots.reserve(touched_.size());
+  plan.updated_count.reserve(touched_.size());
+  plan.updated_last.reserve(touched_.size());
+  if (keyed) {
+    plan.updated_window.reserve(touched_.size());
+    plan.updated_key.reserve(touched_.size());
+  }
   for (size_t i = 0; i < touched_.size(); ++i) {
     if (i + kAhead < touched_.size()) __builtin_prefetch(&slot_[static_cast<size_t>(touched_[i + kAhead])]);
     const int64_t s = touched_[i];
@@ -195,7 +211,7 @@ StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const Man
     plan.updated_slots.push_back(s);
     plan.updated_count.push_back(slot.count + slot.window_count);
     plan.updated_last.push_back(slot.window_last);
-    if (incremental_ && keys_ready_) {  // the incremental plan's; a rebuild scores every holder afresh
+    if (keyed) {  // the incremental plan's; a rebuild scores every holder afresh
       plan.updated_window.push_back(slot.window_count);
       plan.updated_key.push_back(slot.key);
     }
@@ -380,6 +396,7 @@ int64_t MchBucket::Bytes() const {
   return vec(slot_) + vec(metadata_) + vec(order_) + static_cast<int64_t>(index_.bytes()) + vec(touched_) +
          vec(candidate_ids_) + vec(candidate_count_) + vec(candidate_last_) +
          static_cast<int64_t>(candidate_index_.bytes()) + vec(free_) + vec(sort_bits_) + vec(slot_of_candidate_) +
+         vec(replaced_bits_) +
          FiledBytes();
 }
 

@@ -4,6 +4,7 @@
 // MchManagedCollisionModule routes ids to buckets and keeps the counters.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -53,6 +54,8 @@ class MchBucket {
   // policy that declares `incremental` and no metadata columns).
   MchBucket(int64_t first_row, int64_t slots, int64_t mch_first, int64_t mch_rows, int64_t metadata_columns,
             bool incremental = false);
+  MchBucket(const MchBucket&) = delete;  // file_cache_ points into by_key_
+  MchBucket& operator=(const MchBucket&) = delete;
 
   // rows[i]: the table row of ids[i] from its slot (from FindSlots), or
   // the residual / default row when it has none; counts the hits and the
@@ -176,10 +179,23 @@ class MchBucket {
     }
   };
   std::map<double, KeyBucket> by_key_;
+  // The file of a key, through a small cache of recent keys (a map node
+  // stays put until its file is erased): lru's raised holders and newcomers
+  // come under a few dozen keys in no order, and a walk down the map's tree
+  // per holder, its compares mispredicted, was a tenth of a round's commit.
+  KeyBucket& FileOf(double key);
+  void ClearFiles();
+  void EraseLowestFile();
+  struct CachedFile {
+    double key = 0;
+    KeyBucket* file = nullptr;
+  };
+  std::array<CachedFile, 64> file_cache_{};
   bool keys_ready_ = true;  // false after ApplyState: the next round scores every holder
   std::vector<int64_t> free_;
   std::vector<uint64_t> sort_bits_;  // SortUnique's scratch
   std::vector<int64_t> slot_of_candidate_;  // RefreshSlots' scratch
+  std::vector<uint64_t> replaced_bits_;     // RefreshSlots' scratch, all zero between calls
 };
 
 }  // namespace shardrec::mc

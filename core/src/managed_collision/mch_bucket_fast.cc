@@ -27,6 +27,7 @@
 // follows PlacementOrder(id) within a key (fast_sort.h), which like the
 // exact round's order depends on the ids alone.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -47,6 +48,24 @@ constexpr int64_t kKeyTime = int64_t{1} << 52;
 
 }  // namespace
 
+MchBucket::KeyBucket& MchBucket::FileOf(double key) {
+  CachedFile& cached = file_cache_[Fmix64(std::bit_cast<uint64_t>(key)) % file_cache_.size()];
+  if (cached.file == nullptr || cached.key != key) cached = {key, &by_key_[key]};
+  return *cached.file;
+}
+
+void MchBucket::ClearFiles() {
+  by_key_.clear();
+  file_cache_.fill(CachedFile{});
+}
+
+void MchBucket::EraseLowestFile() {
+  const double key = by_key_.begin()->first;
+  CachedFile& cached = file_cache_[Fmix64(std::bit_cast<uint64_t>(key)) % file_cache_.size()];
+  if (cached.key == key) cached = CachedFile{};
+  by_key_.erase(by_key_.begin());
+}
+
 int64_t MchBucket::FiledBytes() const {
   int64_t bytes = 0;
   for (const auto& [key, file] : by_key_) bytes += static_cast<int64_t>(file.slots.capacity() * sizeof(int64_t)) + 64;
@@ -62,8 +81,13 @@ void MchBucket::RebuildFreeSlots() {
 
 StatusOr<RoundPlan> MchBucket::PlanIncrementalRound(const EvictionPolicy& policy, double threshold,
                                                     RoundPlan plan) const {
-  for (size_t c = 0; c < candidate_ids_.size(); ++c) {
-    if (static_cast<double>(candidate_count_[c]) > threshold) plan.passing.push_back(static_cast<int64_t>(c));
+  if (threshold == -std::numeric_limits<double>::infinity()) {  // no filter: every candidate passes
+    plan.passing.resize(candidate_ids_.size());
+    std::iota(plan.passing.begin(), plan.passing.end(), int64_t{0});
+  } else {
+    for (size_t c = 0; c < candidate_ids_.size(); ++c) {
+      if (static_cast<double>(candidate_count_[c]) > threshold) plan.passing.push_back(static_cast<int64_t>(c));
+    }
   }
   // The entries to score: the holders whose count or last access changed
   // (every holder, after a restore), then the passing candidates.
@@ -82,9 +106,13 @@ StatusOr<RoundPlan> MchBucket::PlanIncrementalRound(const EvictionPolicy& policy
     }
   } else {
     plan.key_slots = plan.updated_slots;
-    counts = plan.updated_count;
-    lasts = plan.updated_last;
+    const size_t n = plan.updated_slots.size() + plan.passing.size();
+    counts.reserve(n);
+    lasts.reserve(n);
+    counts.assign(plan.updated_count.begin(), plan.updated_count.end());
+    lasts.assign(plan.updated_last.begin(), plan.updated_last.end());
     windows = std::move(plan.updated_window);  // only scored here
+    windows.reserve(n);
   }
   for (int64_t c : plan.passing) {
     const auto u = static_cast<size_t>(c);
@@ -130,9 +158,9 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
   if (plan.rebuild_keys) {
     ApplyUpdates(plan);
     for (size_t k = 0; k < plan.key_slots.size(); ++k) slot_[static_cast<size_t>(plan.key_slots[k])].key = plan.slot_keys[k];
-    by_key_.clear();
+    ClearFiles();
     for (int64_t s = 0; s + 1 < slots_; ++s) {
-      if (slot_[static_cast<size_t>(s)].occupied) by_key_[slot_[static_cast<size_t>(s)].key].Add(s);
+      if (slot_[static_cast<size_t>(s)].occupied) FileOf(slot_[static_cast<size_t>(s)].key).Add(s);
     }
     keys_ready_ = true;
   } else {
@@ -239,12 +267,12 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
       if (now_key == low->first) {
         found = s;
       } else {
-        if (raised == nullptr || now_key != raised_key) raised = &by_key_[now_key], raised_key = now_key;
+        if (raised == nullptr || now_key != raised_key) raised = &FileOf(now_key), raised_key = now_key;
         raised->Add(s);
       }
       if (file.head == file.slots.size()) {
         if (raised == &file) raised = nullptr;
-        by_key_.erase(low);
+        EraseLowestFile();
       }
       if (found >= 0) return found;
     }
@@ -278,7 +306,7 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
     plan.replacements.emplace_back(slot, r.candidate);
     new_ids.push_back(r.id);
     new_slots.push_back(slot);
-    if (filed == nullptr || r.key != filed_key) filed = &by_key_[r.key], filed_key = r.key;  // lru: a few keys a round
+    if (filed == nullptr || r.key != filed_key) filed = &FileOf(r.key), filed_key = r.key;  // lru: a few keys a round
     filed->Add(slot);
   };
   // A group (one key) takes slots until it is placed or none is left below

@@ -108,7 +108,7 @@ void MchBucket::ApplyState(const int64_t* rows, std::span<const int64_t> candida
   // The incremental round's keys come from the policy: the next round
   // scores every holder and files them again.
   if (incremental_) {
-    by_key_.clear();
+    ClearFiles();
     keys_ready_ = false;
     RebuildFreeSlots();
   }
