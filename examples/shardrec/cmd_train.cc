@@ -17,6 +17,7 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -83,10 +84,15 @@ struct TrainFlags {
 // What the synthetic stream is, in the manifest: a resumed run that differs
 // does not continue the same sequence, and is told so.
 nlohmann::json DataRecord(const TrainFlags& f, int world, int64_t position) {
-  return {{"source", "synthetic"},   {"seed", f.seed},
-          {"ids", f.ids},            {"pooling_factor", f.pooling_factor},
-          {"global_batch", world * f.batch}, {"raw_id_space", f.raw_id_space},
-          {"hashed_ids", f.hashed_ids},      {"position", position}};
+  nlohmann::json record = {{"source", "synthetic"},   {"seed", f.seed},
+                           {"ids", f.ids},            {"pooling_factor", f.pooling_factor},
+                           {"global_batch", world * f.batch}, {"raw_id_space", f.raw_id_space},
+                           {"position", position}};
+  // The set of tables, in one order; absent when none (as in checkpoints
+  // written before --hashed-ids existed).
+  std::set<std::string> hashed(f.hashed_ids.begin(), f.hashed_ids.end());
+  if (!hashed.empty()) record["hashed_ids"] = hashed;
+  return record;
 }
 
 // The largest |got - want|, and the largest |got - want| / max(1, |want|):
@@ -1120,6 +1126,9 @@ int RunTrain(const std::vector<std::string>& args) {
     return fail("--verify replays synthetic batches on rank 0; with --data, judge the model with --eval-data");
   }
   if (f.click.train && !f.model.dump_dir.empty()) return fail("--dump-dir replays synthetic batches; not with --data");
+  if (f.click.train && !f.hashed_ids.empty()) {
+    return fail("--hashed-ids shapes the synthetic ids; with --data the log's ids are what the tables get");
+  }
   if (f.click.epochs > 0 && !vm["steps"].defaulted()) return fail("give --epochs or --steps, not both");
   if (f.click.train || f.click.eval) {
     auto config = LoadModelConfig(f.model);

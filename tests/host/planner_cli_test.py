@@ -14,6 +14,7 @@ the plan file, which train replays with --verify.
 usage: planner_cli_test.py SHARDREC_EXE
 Exit 77 (skip) when numpy is missing."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -264,8 +265,31 @@ with tempfile.TemporaryDirectory() as d:
                r.stdout[-1500:])
         with open(bench_json, "w") as f:
             f.write(r.stdout.strip().splitlines()[-1])
+        # The sign test: each paired plan's p is the binomial tail of its wins.
+        pairs = j["verdicts"][0]["paired"]
+        tail = lambda w, n: sum(math.comb(n, i) for i in range(w, n + 1)) / 2 ** n
+        expect("bench planner's sign test is the binomial tail of the rounds won",
+               pairs and all(abs(q["sign_test_p"] - tail(q["planner_faster"], q["rounds"])) < 1e-9 for q in pairs)
+               and j["verdicts"][0]["paired_faster_by_sign_test"]
+               == sum(q["sign_test_p"] < 0.05 for q in pairs), json.dumps(j["verdicts"]))
     except (ValueError, IndexError, KeyError):
         expect("bench planner --train --json", False, r.stdout[-1500:] + r.stderr)
+    # scripts/planner_sign_test.py pools runs; the same run twice is refused.
+    sign = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "planner_sign_test.py")
+    if os.path.exists(bench_json):
+        p = subprocess.run([sys.executable, sign, bench_json, "--json"], capture_output=True, text=True, timeout=60)
+        try:
+            pooled = json.loads(p.stdout)
+            expect("planner_sign_test.py pools a run", p.returncode in (0, 1) and pooled["runs"] == 1
+                   and len(pooled["pooled"]) == len(j["verdicts"][0]["paired"])
+                   and (p.returncode == 0) == pooled["faster_everywhere"], p.stdout + p.stderr)
+        except (ValueError, KeyError, NameError):
+            expect("planner_sign_test.py --json", False, p.stdout + p.stderr)
+        p = subprocess.run([sys.executable, sign, bench_json, bench_json], capture_output=True, text=True, timeout=60)
+        expect("planner_sign_test.py refuses the same run twice", p.returncode == 2 and "the same run" in p.stderr,
+               p.stdout + p.stderr)
+    p = subprocess.run([sys.executable, sign, tables], capture_output=True, text=True, timeout=60)
+    expect("planner_sign_test.py refuses other JSON by name", p.returncode == 2 and "t.json" in p.stderr, p.stderr)
     png = os.path.join(d, "planner.png")
     plot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "plot_planner.py")
     if os.path.exists(bench_json):

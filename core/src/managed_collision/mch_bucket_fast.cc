@@ -49,6 +49,7 @@ constexpr int64_t kKeyTime = int64_t{1} << 52;
 }  // namespace
 
 MchBucket::KeyBucket& MchBucket::FileOf(double key) {
+  key += 0.0;  // -0.0 becomes +0.0: the map holds them as one key, the cache's hash of the bits would not
   CachedFile& cached = file_cache_[Fmix64(std::bit_cast<uint64_t>(key)) % file_cache_.size()];
   if (cached.file == nullptr || cached.key != key) cached = {key, &by_key_[key]};
   return *cached.file;
