@@ -1029,7 +1029,7 @@ int RunTrain(const std::vector<std::string>& args) {
        "ride the embedding's input dist and are remapped where their rows live; other tables separate) or "
        "separate (the collection's own collectives for every table)")
       ("raw-id-space", po::value(&f.raw_id_space)->default_value(f.raw_id_space),
-       "distinct raw ids a managed table's feature draws from (0: 10 x the table's rows)")
+       "distinct raw ids a managed (or --hashed-ids) table's feature draws from (0: 10 x the table's rows)")
       ("hashed-ids", po::value(&f.hashed_ids)->composing(),
        "TABLE (repeatable): a table without managed collision draws raw ids as a managed one would (from "
        "--raw-id-space) and folds them into its rows (raw id mod rows), as a model without managed collision "
