@@ -41,10 +41,11 @@ namespace {
 // A tied round counts as a loss (the textbook test drops ties): never
 // kinder to the planner.
 double SignTestP(int wins, int rounds) {
+  // C(rounds, i) / 2^rounds, in logs: no overflow.
+  const double log_all = std::lgamma(rounds + 1.0) - rounds * std::log(2.0);
   double p = 0;
-  for (int i = std::max(wins, 0); i <= rounds; ++i) {  // C(rounds, i) / 2^rounds, in logs: no overflow
-    p += std::exp(std::lgamma(rounds + 1.0) - std::lgamma(i + 1.0) - std::lgamma(rounds - i + 1.0) -
-                  rounds * std::log(2.0));
+  for (int i = std::max(wins, 0); i <= rounds; ++i) {
+    p += std::exp(log_all - std::lgamma(i + 1.0) - std::lgamma(rounds - i + 1.0));
   }
   return std::min(p, 1.0);
 }

@@ -1033,8 +1033,7 @@ int RunTrain(const std::vector<std::string>& args) {
       ("hashed-ids", po::value(&f.hashed_ids)->composing(),
        "TABLE (repeatable): a table without managed collision draws raw ids as a managed one would (from "
        "--raw-id-space) and folds them into its rows (raw id mod rows), as a model without managed collision "
-       "does. The baseline for managed collision's cost: the same ids, the same rows, no remap "
-       "(docs/managed_collision.md)")
+       "does. The baseline for managed collision's cost: the same ids, no remap (docs/managed_collision.md)")
       ("checkpoint-dir", po::value(&f.checkpoint_dir),
        "save checkpoints here, as DIR/step-NNNNNNNN (every --save-every steps, and after the last step); they load "
        "under any plan and world size (docs/checkpoints.md)")

@@ -190,6 +190,7 @@ class MchBucket {
     double key = 0;
     KeyBucket* file = nullptr;
   };
+  CachedFile& CacheEntry(double key);  // the one entry a key may occupy
   std::array<CachedFile, 64> file_cache_{};
   bool keys_ready_ = true;  // false after ApplyState: the next round scores every holder
   std::vector<int64_t> free_;

@@ -48,9 +48,13 @@ constexpr int64_t kKeyTime = int64_t{1} << 52;
 
 }  // namespace
 
+MchBucket::CachedFile& MchBucket::CacheEntry(double key) {
+  return file_cache_[Fmix64(std::bit_cast<uint64_t>(key)) % file_cache_.size()];
+}
+
 MchBucket::KeyBucket& MchBucket::FileOf(double key) {
   key += 0.0;  // -0.0 becomes +0.0: the map holds them as one key, the cache's hash of the bits would not
-  CachedFile& cached = file_cache_[Fmix64(std::bit_cast<uint64_t>(key)) % file_cache_.size()];
+  CachedFile& cached = CacheEntry(key);
   if (cached.file == nullptr || cached.key != key) cached = {key, &by_key_[key]};
   return *cached.file;
 }
@@ -61,8 +65,8 @@ void MchBucket::ClearFiles() {
 }
 
 void MchBucket::EraseLowestFile() {
-  const double key = by_key_.begin()->first;
-  CachedFile& cached = file_cache_[Fmix64(std::bit_cast<uint64_t>(key)) % file_cache_.size()];
+  const double key = by_key_.begin()->first;  // filed through FileOf: never -0.0
+  CachedFile& cached = CacheEntry(key);
   if (cached.key == key) cached = CachedFile{};
   by_key_.erase(by_key_.begin());
 }
