@@ -27,8 +27,10 @@ class MchIncrementalTest : public ::testing::Test {
             .ok());
   }
   MchManagedCollisionModule Make(const std::string& policy, EvictionMode mode, int64_t zch, int64_t interval,
-                                 int64_t buckets = 1, ThresholdFilter threshold = ThresholdFilter::kNone) {
+                                 int64_t buckets = 1, ThresholdFilter threshold = ThresholdFilter::kNone,
+                                 OptionList policy_options = {}) {
     ManagedCollisionConfig c;
+    c.policy_options = std::move(policy_options);
     c.threshold = threshold;
     c.zch_size = zch;
     c.eviction_interval = interval;
@@ -134,6 +136,32 @@ TEST_F(MchIncrementalTest, LruWithoutTiesKeepsTheHoldersOfTheExactRound) {
       EXPECT_EQ(fast.stats().hits, exact.stats().hits);
       EXPECT_GE(evictions, 100) << "the stream must contest the slots";
     }
+  }
+}
+
+// lru with a decay_exponent far from 1 keeps the promise in its scores, but
+// not in its keys at 2^52: at 20 every key overflows to -inf (nothing would
+// ever be admitted), at 0.25 neighbouring steps round to one key. Such a
+// policy runs the exact round; at 1 and 2 the keys hold steps apart and the
+// incremental round keeps the exact round's holders.
+TEST_F(MchIncrementalTest, KeysThatCannotKeepTheOrderRunTheExactRound) {
+  for (const char* decay : {"20", "0.25", "1", "2"}) {
+    SCOPED_TRACE(std::string("decay_exponent ") + decay);
+    const bool keyed = std::string(decay) == "1" || std::string(decay) == "2";
+    const OptionList options{{"decay_exponent", decay}};
+    auto fast = Make("lru", EvictionMode::kFast, 9, 1, 1, ThresholdFilter::kNone, options);
+    auto exact = Make("lru", EvictionMode::kExact, 9, 1, 1, ThresholdFilter::kNone, options);
+    EXPECT_EQ(fast.incremental_rounds(), keyed);
+    std::mt19937_64 rng(5);
+    for (int step = 0; step < 300; ++step) {  // one id a step: no ties among residents
+      const std::vector<int64_t> ids{static_cast<int64_t>(std::min(rng() % 40, rng() % 40))};
+      std::vector<int64_t> rows_fast(1), rows_exact(1);
+      ASSERT_TRUE(fast.Forward(ids, rows_fast, true).ok());
+      ASSERT_TRUE(exact.Forward(ids, rows_exact, true).ok());
+      ASSERT_EQ(Held(fast), Held(exact)) << "step " << step;
+    }
+    EXPECT_EQ(fast.stats().hits, exact.stats().hits);
+    EXPECT_GT(fast.stats().hits, 0);
   }
 }
 
@@ -378,6 +406,24 @@ TEST_F(MchIncrementalTest, AStateWithAccessesAheadOfItsIterationIsRefused) {
   auto refused = fresh.ImportState(ahead, candidates, module.iteration(), module.last_round(), module.stats());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("a last access outside [0, iteration 2]"), std::string::npos) << refused.message();
+  // Nor any other state no run leaves: an empty slot with accesses (slot
+  // 3, the default slot, from column 18), a count that could overflow, a
+  // round overdue (rounds would never run again), an iteration beyond any run.
+  auto refused_because = [&](const std::vector<int64_t>& bad_rows, int64_t iteration, int64_t last_round,
+                             const std::string& why) {
+    auto st = fresh.ImportState(bad_rows, candidates, iteration, last_round, module.stats());
+    EXPECT_FALSE(st.ok()) << why;
+    EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
+  };
+  std::vector<int64_t> empty_accessed = state;
+  empty_accessed[18 + 2] = 1;
+  refused_because(empty_accessed, 2, 2, "slot 3 is empty but has accesses");
+  std::vector<int64_t> huge_count = state;
+  huge_count[2] = int64_t{1} << 62;
+  refused_because(huge_count, 2, 2, "a count above");
+  refused_because(state, 2, 0, "do not fit eviction_interval 2");
+  refused_because(state, int64_t{1} << 51, int64_t{1} << 51, "is beyond");
+  EXPECT_TRUE(fresh.ImportState(state, candidates, 3, 2, module.stats()).ok()) << "one step after the round";
 }
 
 TEST_F(MchIncrementalTest, APolicyThatBreaksItsPromiseIsNamedAndNothingChanges) {

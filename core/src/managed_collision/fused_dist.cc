@@ -72,7 +72,10 @@ Status StageTogether(const std::vector<MchManagedCollisionModule*>& modules,
   if (*due) {
     Tensor flag = Tensor::FromVector(std::vector<int64_t>{failed.ok() ? 0 : group.rank() + 1});
     Tensor worst = Tensor::Empty(dtype::kInt64, {1});
-    SR_RETURN_IF_ERROR(group.AllReduce(flag, &worst, SR_REDUCE_MAX));
+    if (Status reduced = group.AllReduce(flag, &worst, SR_REDUCE_MAX); !reduced.ok()) {
+      for (size_t m = 0; m < staged; ++m) modules[m]->Discard();  // unstaged, or the next step would abort
+      return reduced;
+    }
     const int64_t bad = worst.data<int64_t>()[0];
     if (bad != 0 && failed.ok()) {
       failed = InternalError(fmt::format(
@@ -110,11 +113,17 @@ Status ShardedManagedCollisionCollection::RemapReceived(DistributedInput& in, bo
   for (const Fused& f : fused_) modules.push_back(&modules_[f.module]);
   bool due = false;
   SR_RETURN_IF_ERROR(mc::StageTogether(modules, ids, training, *group, &due));
-  std::vector<int64_t> values = received.values().ToVector(), rows;
+  // Every staged module is applied before any result is checked: a module
+  // left staged would abort the next step.
+  std::vector<std::vector<int64_t>> rows_of(fused_.size());
+  for (size_t m = 0; m < fused_.size(); ++m) {
+    rows_of[m].resize(ids[m].size());
+    modules_[fused_[m].module].Apply(ids[m], rows_of[m]);
+  }
+  std::vector<int64_t> values = received.values().ToVector();
   for (size_t m = 0; m < fused_.size(); ++m) {
     const Fused& f = fused_[m];
-    rows.resize(ids[m].size());
-    modules_[f.module].Apply(ids[m], rows);
+    const std::vector<int64_t>& rows = rows_of[m];
     size_t at = 0;
     for (size_t k : f.keys) {
       for (int64_t i = 0; i < lengths[k]; ++i, ++at) {

@@ -46,6 +46,14 @@ struct RoundPlan {
 // A policy's scores: each finite or -inf, or an error naming the policy.
 Status CheckScores(const EvictionPolicy& policy, std::span<const double> scores);
 
+// Whether the incremental round's keys (scores at one fixed, late time)
+// order a probe of entries as the policy's scores within a run do; an
+// error naming the first pair they do not (mch_bucket_fast.cc). A policy
+// that declares `incremental` but fails this (lru with a decay_exponent far
+// from 1: its powers overflow, or round neighbouring steps together)
+// runs the exact round.
+Status CheckKeysKeepOrder(const EvictionPolicy& policy);
+
 class MchBucket {
  public:
   // Rows [first_row, first_row + slots) are managed, the last of them the

@@ -33,6 +33,8 @@
 #include <numeric>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "mch_bucket.h"
 #include "fast_sort.h"
 #include "shardrec/core/dl_view.h"
@@ -47,6 +49,67 @@ namespace {
 constexpr int64_t kKeyTime = int64_t{1} << 52;
 
 }  // namespace
+
+Status CheckKeysKeepOrder(const EvictionPolicy& policy) {
+  // Entries of a run of 2^40 steps: last accesses in its first and last 33
+  // steps and around every power of two, each at a few counts; scored at
+  // the run's last step and at kKeyTime.
+  const int64_t run_now = int64_t{1} << 40;
+  std::vector<int64_t> lasts_probe;
+  for (int64_t l = 0; l <= 32; ++l) {
+    lasts_probe.push_back(l);
+    lasts_probe.push_back(run_now - l);
+  }
+  for (int k = 6; k < 40; ++k) {
+    for (int64_t d : {-1, 0, 1}) lasts_probe.push_back((int64_t{1} << k) + d);
+  }
+  std::vector<int64_t> counts, lasts;
+  for (int64_t c : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{1000}, int64_t{1} << 31}) {
+    for (int64_t l : lasts_probe) {
+      counts.push_back(c);
+      lasts.push_back(l);
+    }
+  }
+  const auto n = static_cast<int64_t>(counts.size());
+  std::vector<int64_t> windows(counts.size(), 0);
+  auto score_at = [&](int64_t now, std::vector<double>& scores) -> Status {
+    scores.assign(counts.size(), 0.0);
+    DLView counts_view(counts.data(), {n}), lasts_view(lasts.data(), {n}), windows_view(windows.data(), {n}),
+        scores_view(scores.data(), {n});
+    sr_eviction_score_args args{};
+    args.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
+    args.now = now;
+    args.num_resident = counts.size();
+    args.num_candidates = 0;
+    args.counts = counts_view.get();
+    args.last_access = lasts_view.get();
+    args.window_counts = windows_view.get();
+    args.metadata = nullptr;
+    args.scores = scores_view.get();
+    if (Status st = policy.Score(args); !st.ok()) return st;
+    return CheckScores(policy, scores);
+  };
+  std::vector<double> in_run, keys;
+  if (Status st = score_at(run_now, in_run); !st.ok()) return st;
+  if (Status st = score_at(kKeyTime, keys); !st.ok()) return st;
+  std::vector<size_t> order(counts.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return in_run[a] < in_run[b]; });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const size_t a = order[k - 1], b = order[k];
+    const bool run_tie = in_run[a] == in_run[b], key_tie = keys[a] == keys[b];
+    if (run_tie == key_tie && (key_tie || keys[a] < keys[b])) continue;
+    auto entry = [&](size_t i) {
+      return "(count " + std::to_string(counts[i]) + ", last access " + std::to_string(lasts[i]) + ")";
+    };
+    return Status(SR_FAILED_PRECONDITION,
+                  fmt::format("{} declares incremental, but its scores at the incremental round's fixed time 2^52 do "
+                              "not order entries as its scores within a run: {} and {} score {:.17g} and {:.17g} at "
+                              "step 2^40, {:.17g} and {:.17g} at 2^52",
+                              policy.Describe(), entry(a), entry(b), in_run[a], in_run[b], keys[a], keys[b]));
+  }
+  return Status::Ok();
+}
 
 MchBucket::CachedFile& MchBucket::CacheEntry(double key) {
   return file_cache_[Fmix64(std::bit_cast<uint64_t>(key)) % file_cache_.size()];

@@ -12,6 +12,9 @@ namespace shardrec::mc {
 
 namespace {
 enum Column : size_t { kOccupied, kId, kCount, kLast, kWindowCount, kWindowLast, kMetadata };
+// Counts far beyond any run, small enough that a count and a window count
+// add up without overflow.
+constexpr int64_t kMaxCount = int64_t{1} << 60;
 }  // namespace
 
 void MchBucket::ExportState(int64_t* rows, std::vector<int64_t>* candidates) const {
@@ -44,6 +47,14 @@ Status MchBucket::CheckState(const int64_t* rows, std::span<const int64_t> candi
     if (r[kOccupied] && s + 1 == n) return bad("the default slot holds an id");
     if (r[kOccupied] && !held.insert(r[kId]).second) return bad("id " + std::to_string(r[kId]) + " holds two slots");
     if (r[kCount] < 0 || r[kWindowCount] < 0) return bad("slot " + std::to_string(s) + ": a negative count");
+    if (r[kCount] > kMaxCount || r[kWindowCount] > kMaxCount) {
+      return bad("slot " + std::to_string(s) + ": a count above " + std::to_string(kMaxCount));
+    }
+    // A slot never empties once filled, and the default slot is never
+    // filled: an empty one has never been accessed.
+    if (!r[kOccupied] && (r[kCount] != 0 || r[kLast] != 0 || r[kWindowCount] != 0 || r[kWindowLast] != 0)) {
+      return bad("slot " + std::to_string(s) + " is empty but has accesses");
+    }
     // A step's undo logs a slot at its first id of the step, found by a
     // last access older than the step: none may lie ahead of the state.
     if (r[kLast] < 0 || r[kLast] > iteration || r[kWindowLast] < 0 || r[kWindowLast] > iteration) {
@@ -57,7 +68,9 @@ Status MchBucket::CheckState(const int64_t* rows, std::span<const int64_t> candi
     const int64_t id = candidates[c];
     if (held.contains(id)) return bad("candidate " + std::to_string(id) + " holds a slot");
     if (!seen.insert(id).second) return bad("candidate " + std::to_string(id) + " is listed twice");
-    if (candidates[c + 1] < 1) return bad("candidate " + std::to_string(id) + ": a count below 1");
+    if (candidates[c + 1] < 1 || candidates[c + 1] > kMaxCount) {
+      return bad("candidate " + std::to_string(id) + ": a count outside [1, " + std::to_string(kMaxCount) + "]");
+    }
     if (candidates[c + 2] < 0 || candidates[c + 2] > iteration) {
       return bad("candidate " + std::to_string(id) + ": a last access outside [0, iteration " +
                  std::to_string(iteration) + "]");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "shardrec/core/managed_collision/id_hash.h"
 #include "mch_bucket.h"
 #include "fast_sort.h"
@@ -72,8 +74,17 @@ StatusOr<MchManagedCollisionModule> MchManagedCollisionModule::Create(const Plug
                                            " declares metadata_columns = " + std::to_string(columns) +
                                            " (0 to 64 supported)");
   }
+  bool incremental = ref->BoolAttribute("incremental").value_or(false);
+  if (incremental && config.eviction_mode == EvictionMode::kFast && columns == 0) {
+    // The promise holds for the policy's scores; its keys at the fixed time
+    // must keep it too, or the incremental round would admit wrongly.
+    if (Status keys = mc::CheckKeysKeepOrder(policy.value()); !keys.ok()) {
+      spdlog::warn("table {}: {}; it runs the exact round", table, keys.message());
+      incremental = false;
+    }
+  }
   return MchManagedCollisionModule(std::move(table), std::move(config), buckets, std::move(policy.value()), columns,
-                                   ref->BoolAttribute("incremental").value_or(false));
+                                   incremental);
 }
 
 void PreprocessIds(const ManagedCollisionConfig& config, std::span<int64_t> ids) {

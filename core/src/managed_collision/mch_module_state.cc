@@ -8,6 +8,10 @@
 
 namespace shardrec {
 
+namespace {
+constexpr int64_t kMaxIteration = int64_t{1} << 50;
+}  // namespace
+
 int64_t MchManagedCollisionModule::StateWidth() const {
   return buckets_.empty() ? 6 : buckets_.front()->StateWidth();
 }
@@ -44,9 +48,17 @@ Status MchManagedCollisionModule::ImportState(std::span<const int64_t> rows, std
                std::to_string(NumRows()) + " rows of " + std::to_string(width));
   }
   if (candidates.size() % 4 != 0) return bad("candidates are (bucket, id, count, last) quadruples");
-  if (iteration < 0 || last_round < 0 || last_round > iteration || iteration - last_round > config_.eviction_interval) {
+  // A round runs when a step brings iteration - last round to the
+  // interval, and sets last round to it: between steps it is below.
+  if (iteration < 0 || last_round < 0 || last_round > iteration || iteration - last_round >= config_.eviction_interval) {
     return bad("iteration " + std::to_string(iteration) + " and last round " + std::to_string(last_round) +
-               " do not fit eviction_interval " + std::to_string(config_.eviction_interval));
+               " do not fit eviction_interval " + std::to_string(config_.eviction_interval) +
+               " (between steps, iteration - last round is below it)");
+  }
+  // Far beyond any run, and below the incremental round's key time (2^52),
+  // which every last access must stay under.
+  if (iteration > kMaxIteration) {
+    return bad("iteration " + std::to_string(iteration) + " is beyond " + std::to_string(kMaxIteration));
   }
   // Each bucket's candidates, as triples.
   std::vector<std::vector<int64_t>> per_bucket(buckets_.size());
