@@ -207,6 +207,48 @@ TEST_F(CacheDirectoryTest, OverflowHoldsABatchThatFillsItsSetAndRefusesOneThatDo
   EXPECT_TRUE(again->load.ids.empty()) << "id 9 still cached";
 }
 
+// A refused batch's hits are undone too: afterwards the directory decides
+// every later batch as a twin that never saw the refused one. (A hit left
+// marked as used by the refused batch would look held by the next one,
+// whose number it took, and lru would evict another way.)
+TEST_F(CacheDirectoryTest, ARefusedBatchLeavesTheDirectoryAsATwinThatNeverSawIt) {
+  for (const std::string policy : {"lru", "lfu"}) {
+    SCOPED_TRACE(policy);
+    auto made = CacheDirectory::Create(registry_, policy, {}, {.slots = 4, .ways = 4, .overflow = 1});
+    auto twin_made = CacheDirectory::Create(registry_, policy, {}, {.slots = 4, .ways = 4, .overflow = 1});
+    ASSERT_TRUE(made.ok() && twin_made.ok());
+    CacheDirectory& dir = *made;
+    CacheDirectory& twin = *twin_made;
+    auto both = [&](const std::vector<int64_t>& ids) {
+      auto a = dir.Assign(ids);
+      auto b = twin.Assign(ids);
+      ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << " / " << b.status().ToString();
+      EXPECT_EQ(a->slots, b->slots);
+      EXPECT_EQ(a->load.ids, b->load.ids);
+      EXPECT_EQ(a->write_back.ids, b->write_back.ids);
+      dir.MarkDirty(a->slots);
+      twin.MarkDirty(b->slots);
+    };
+    both({1, 2, 3, 4});  // one set of four ways, full
+    both({2, 3, 4});     // id 1 is now the least recently used (lru) and least used (lfu)
+    // Id 1 hits, then four misses: three evict 2, 3 and 4, one takes the
+    // overflow slot, and the last finds no room: refused.
+    const std::vector<int64_t> refused_ids = {1, 10, 11, 12, 13, 14};
+    auto refused = dir.Assign(refused_ids);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), SR_RESOURCE_EXHAUSTED);
+    for (int64_t id : {1, 2, 3, 4}) EXPECT_EQ(dir.SlotOf(id), twin.SlotOf(id)) << id;
+    both({20});          // a miss: id 1 is the way to evict, in both
+    EXPECT_EQ(dir.SlotOf(1), -1);
+    both({1, 21, 2});
+    both({3, 22});
+    EXPECT_EQ(dir.counters().lookups, twin.counters().lookups);
+    EXPECT_EQ(dir.counters().hits, twin.counters().hits);
+    EXPECT_EQ(dir.counters().evictions, twin.counters().evictions);
+    EXPECT_EQ(dir.counters().write_backs, twin.counters().write_backs);
+  }
+}
+
 TEST_F(CacheDirectoryTest, ARepeatedIdSharesOneSlotAndIsLoadedOnce) {
   auto dir = CacheDirectory::Create(registry_, "lru", {}, {.slots = 8, .ways = 4});
   ASSERT_TRUE(dir.ok());

@@ -2,17 +2,20 @@
 // writes and reads round-trip (repeats: the last copy wins; runs longer
 // than one preadv), the file reopens after Sync() with its rows and its
 // map of written rows, and every file that cannot be trusted is refused
-// by name: a writer killed after a change (SIGKILL in a child process),
+// by name: a writer killed after a change (SIGKILL in a child process), a
+// write that failed part-way (not marked clean until written again whole),
 // another table's spec, a corrupt or truncated header, a file that is not
 // a row file, and an existing path on Create. The round trip runs on the
 // pool of threads and through io_uring (skipped, saying why, where io_uring
 // cannot be used).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -126,6 +129,45 @@ TEST(RowFile, BadRowsAreRefusedByName) {
   EXPECT_FALSE(RowFile::Create(dir.path() / "bad.rows", Spec(0)).ok());
   EXPECT_FALSE(RowFile::Create(dir.path() / "huge.rows", {int64_t{1} << 50, 64, "x", 4}).ok());
   EXPECT_FALSE(RowFile::Create(dir.path() / "threads.rows", {10, 8, "x", 0}).ok());
+}
+
+// A write that fails part-way may leave torn rows: Sync refuses to mark
+// the file clean until those rows are written again whole. Writes past
+// RLIMIT_FSIZE fail with EFBIG (SIGXFSZ ignored), the rows before it land.
+TEST(RowFile, AWriteThatFailedPartWayIsNotMarkedCleanUntilWrittenAgain) {
+  testing::TempDir dir("rowfile");
+  const auto path = dir.path() / "t0.rows";
+  auto f = RowFile::Create(path, Spec());
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const std::vector<int64_t> first = {1, 2, 3}, torn = {4, 4000}, part = {4};
+  ASSERT_TRUE(f->Write(first, Bytes(first, 1).data()).ok());
+  ASSERT_TRUE(f->Sync().ok());
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &before), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  {
+    rlimit small = before;
+    small.rlim_cur = 16384 + 100 * kRowBytes;  // past the header, the map and row 4; short of row 4000
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    const Status failed = f->Write(torn, Bytes(torn, 2).data());
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &before), 0);
+    std::signal(SIGXFSZ, old_handler);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_NE(failed.message().find("File too large"), std::string::npos) << failed.message();
+  }
+  auto refused = f->Sync();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("2 rows of a write that failed part-way"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find(path.string()), std::string::npos) << refused.message();
+  ASSERT_TRUE(f->Write(part, Bytes(part, 3).data()).ok());
+  EXPECT_FALSE(f->Sync().ok()) << "row 4000 is still torn";
+  ASSERT_TRUE(f->Write(torn, Bytes(torn, 4).data()).ok());
+  ASSERT_TRUE(f->Sync().ok());
+  f = RowFile::Create(dir.path() / "other.rows", Spec());  // closes t0.rows
+  auto reopened = RowFile::Open(path, Spec());
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  ExpectRows(*reopened, first, Bytes(first, 1));
+  ExpectRows(*reopened, torn, Bytes(torn, 4));
 }
 
 TEST(RowFile, FilesThatCannotBeTrustedAreRefused) {

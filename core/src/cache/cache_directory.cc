@@ -1,11 +1,12 @@
-// CacheDirectory (cache_directory.h). Per slot: the id it holds, its
-// accesses and last access (what the policy scores), the batch that last
-// used it (such a slot is never a victim within that batch) and the
-// policy's own metadata columns; beside them, one byte a slot says whether
-// it is free, clean or dirty, so that a backward's MarkDirty writes a
-// compact array instead of the slots' lines. An id -> slot index (managed
-// collision's) finds hits. Assign keeps an undo log, so that a failure
-// half-way leaves the directory as it was.
+// CacheDirectory (cache_directory.h). Per slot, in arrays of their own: the
+// id it holds; its accesses and last access (what the policy scores; a slot
+// whose last access is this batch is never a victim within it); the
+// policy's own metadata columns; and one byte saying whether it is free,
+// clean or dirty. A hit writes only its 16 bytes of accesses (four slots a
+// cache line, where a record of id and accesses held two), and a
+// backward's MarkDirty writes the byte array alone. An id -> slot index
+// (managed collision's) finds hits. Assign keeps an undo log, so that a
+// failure half-way leaves the directory as it was.
 #include "shardrec/core/cache/cache_directory.h"
 
 #include <algorithm>
@@ -22,10 +23,10 @@
 namespace shardrec {
 
 namespace {
-struct Slot {
-  int64_t id = -1;  // -1: free
+// A slot's accesses: how many batches used it since it was filled, and the
+// last of them (a batch number, from 1; 0 when free).
+struct Use {
   int64_t count = 0, last = 0;
-  int64_t batch = -1;  // the batch that holds it
 };
 // A slot's row, beside the slot: free (no row), clean, or changed since
 // it was loaded (written back when it leaves).
@@ -36,8 +37,9 @@ struct CacheDirectory::State {
   EvictionPolicy policy;
   int64_t columns = 0;  // the policy's metadata columns
   int64_t sets = 0, ways = 0, overflow = 0;
-  std::vector<Slot> slots;
-  std::vector<Row> rows;          // per slot
+  std::vector<int64_t> ids;  // per slot: its id, -1 when free
+  std::vector<Use> uses;     // per slot
+  std::vector<Row> rows;     // per slot
   std::vector<int64_t> metadata;  // [capacity, columns]
   mc::IdSlotIndex index;
   int64_t batch = 0;
@@ -46,13 +48,16 @@ struct CacheDirectory::State {
 
   // Assign's undo log: a slot's state before a change this call (its
   // metadata, when the policy keeps some, in `saved_metadata` in the same
-  // order), and the index's changes, undone in reverse.
+  // order), and the index's changes, undone in reverse. A hit changes only
+  // its accesses, by one batch: (slot, last access before) is enough, in a
+  // log of its own (a hit's slot is never changed again in its batch).
   struct Saved {
-    int64_t slot;
-    Slot before;
+    int64_t slot, id;
+    Use use;
     Row row;
   };
   std::vector<Saved> saved;
+  std::vector<std::pair<int64_t, int64_t>> hits_saved;
   std::vector<int64_t> saved_metadata;
   std::vector<std::pair<int64_t, int64_t>> inserted;  // (id, slot)
   std::vector<std::pair<int64_t, int64_t>> erased;
@@ -74,7 +79,8 @@ struct CacheDirectory::State {
     return static_cast<int64_t>(mc::ScaleToRange(mc::Fmix64(static_cast<uint64_t>(id)), static_cast<uint64_t>(sets)));
   }
   void Save(int64_t slot) {
-    saved.push_back({slot, slots[static_cast<size_t>(slot)], rows[static_cast<size_t>(slot)]});
+    const auto u = static_cast<size_t>(slot);
+    saved.push_back({slot, ids[u], uses[u], rows[u]});
     if (columns > 0) {
       const auto at = metadata.begin() + slot * columns;
       saved_metadata.insert(saved_metadata.end(), at, at + columns);
@@ -85,12 +91,19 @@ struct CacheDirectory::State {
     for (auto it = erased.rbegin(); it != erased.rend(); ++it) index.Insert(it->first, it->second);
     auto meta = saved_metadata.end();
     for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
-      slots[static_cast<size_t>(it->slot)] = it->before;
-      rows[static_cast<size_t>(it->slot)] = it->row;
+      const auto u = static_cast<size_t>(it->slot);
+      ids[u] = it->id;
+      uses[u] = it->use;
+      rows[u] = it->row;
       if (columns > 0) {
         meta -= columns;
         std::copy(meta, meta + columns, metadata.begin() + it->slot * columns);
       }
+    }
+    for (const auto& [slot, last] : hits_saved) {
+      Use& use = uses[static_cast<size_t>(slot)];
+      --use.count;
+      use.last = last;
     }
   }
   // The slot a miss of this batch took, or -1 (`taken`, linear probing).
@@ -109,15 +122,17 @@ struct CacheDirectory::State {
   // Frees a slot, listing its row for a write-back when it changed.
   void Release(int64_t slot, Plan& plan) {
     Save(slot);
-    Slot& s = slots[static_cast<size_t>(slot)];
-    if (rows[static_cast<size_t>(slot)] == Row::kDirty) {
-      plan.write_back.ids.push_back(s.id);
+    const auto u = static_cast<size_t>(slot);
+    const int64_t id = ids[u];
+    if (rows[u] == Row::kDirty) {
+      plan.write_back.ids.push_back(id);
       plan.write_back.slots.push_back(slot);
     }
-    index.Erase(s.id);
-    erased.emplace_back(s.id, slot);
-    s = Slot{};
-    rows[static_cast<size_t>(slot)] = Row::kFree;
+    index.Erase(id);
+    erased.emplace_back(id, slot);
+    ids[u] = -1;
+    uses[u] = Use{};
+    rows[u] = Row::kFree;
     if (columns > 0) std::fill_n(metadata.begin() + slot * columns, columns, 0);
   }
   // The way of `set` to evict for this batch, -1 when every way is held
@@ -130,9 +145,8 @@ struct CacheDirectory::State {
     open.clear();
     for (int64_t w = 0; w < ways; ++w) {
       const int64_t slot = set * ways + w;
-      const Slot& s = slots[static_cast<size_t>(slot)];
-      if (s.id < 0) return slot;
-      if (s.batch != batch) open.push_back(slot);
+      if (ids[static_cast<size_t>(slot)] < 0) return slot;
+      if (uses[static_cast<size_t>(slot)].last != batch) open.push_back(slot);
     }
     if (open.empty()) return int64_t{-1};
     const auto n = static_cast<int64_t>(open.size());
@@ -141,8 +155,8 @@ struct CacheDirectory::State {
     windows.assign(open.size(), 0);
     meta.clear();
     for (size_t k = 0; k < open.size(); ++k) {
-      counts[k] = slots[static_cast<size_t>(open[k])].count;
-      lasts[k] = slots[static_cast<size_t>(open[k])].last;
+      counts[k] = uses[static_cast<size_t>(open[k])].count;
+      lasts[k] = uses[static_cast<size_t>(open[k])].last;
       if (columns > 0) {
         meta.insert(meta.end(), metadata.begin() + open[k] * columns, metadata.begin() + (open[k] + 1) * columns);
       }
@@ -163,7 +177,7 @@ struct CacheDirectory::State {
     SR_RETURN_IF_ERROR(policy.Score(args).WithContext("row cache"));
     size_t worst = 0;
     for (size_t k = 0; k < open.size(); ++k) {
-      if (std::isnan(scores[k])) return InternalError("row cache: the eviction policy scored a way NaN");
+      if (std::isnan(scores[k])) return InternalError("row cache: " + policy.Describe() + " scored a way NaN");
       if (scores[k] <= scores[worst]) worst = k;  // ties: the later way goes, as it would rank last
     }
     for (size_t k = 0; k < open.size() && columns > 0; ++k) {  // the policy may update its columns
@@ -201,7 +215,8 @@ StatusOr<CacheDirectory> CacheDirectory::Create(const PluginRegistry& registry, 
   s->ways = config.ways;
   s->sets = (config.slots + config.ways - 1) / config.ways;
   s->overflow = config.overflow > 0 ? config.overflow : 2 * config.ways;
-  s->slots.assign(static_cast<size_t>(s->capacity()), Slot{});
+  s->ids.assign(static_cast<size_t>(s->capacity()), -1);
+  s->uses.assign(static_cast<size_t>(s->capacity()), Use{});
   s->rows.assign(static_cast<size_t>(s->capacity()), Row::kFree);
   s->metadata.assign(static_cast<size_t>(s->capacity() * s->columns), 0);
   // Half full at most (not managed collision's quarter): a cache of
@@ -214,7 +229,7 @@ int64_t CacheDirectory::capacity() const { return s_->capacity(); }
 int64_t CacheDirectory::set_slots() const { return s_->sets * s_->ways; }
 int64_t CacheDirectory::ways() const { return s_->ways; }
 int64_t CacheDirectory::bytes() const {
-  return static_cast<int64_t>(s_->slots.size() * (sizeof(Slot) + sizeof(Row)) +
+  return static_cast<int64_t>(s_->ids.size() * (sizeof(int64_t) + sizeof(Use) + sizeof(Row)) +
                               s_->metadata.size() * sizeof(int64_t) + s_->index.bytes());
 }
 const CacheCounters& CacheDirectory::counters() const { return s_->counters; }
@@ -226,6 +241,7 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
     if (id < 0) return InvalidArgumentError(fmt::format("row cache: id {} is negative", id));
   }
   s.saved.clear();
+  s.hits_saved.clear();
   s.saved_metadata.clear();
   s.inserted.clear();
   s.erased.clear();
@@ -250,19 +266,18 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
   constexpr size_t kAhead = 16;  // hits' slots are scattered: bring each toward the cache early
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i + kAhead < ids.size() && plan.slots[i + kAhead] >= 0) {
-      __builtin_prefetch(&s.slots[static_cast<size_t>(plan.slots[i + kAhead])], 1);
+      __builtin_prefetch(&s.uses[static_cast<size_t>(plan.slots[i + kAhead])], 1);
     }
     const int64_t slot = plan.slots[i];
     if (slot < 0) {
       s.misses.push_back(i);
       continue;
     }
-    Slot& hit = s.slots[static_cast<size_t>(slot)];
-    if (hit.batch == s.batch) continue;
-    s.Save(slot);
+    Use& hit = s.uses[static_cast<size_t>(slot)];
+    if (hit.last == s.batch) continue;
+    s.hits_saved.emplace_back(slot, hit.last);
     ++hit.count;
     hit.last = s.batch;
-    hit.batch = s.batch;
   }
   // Misses: a way of their set each, once per distinct id.
   s.taken.assign(std::bit_ceil(2 * s.misses.size() + 2), State::Taken{});
@@ -271,7 +286,7 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
   for (size_t k = 0; k < s.misses.size(); ++k) {
     if (k + kAhead < s.misses.size()) {  // the set's first line, and the index entry the insert writes
       const int64_t ahead = ids[s.misses[k + kAhead]];
-      __builtin_prefetch(&s.slots[static_cast<size_t>(s.SetOf(ahead) * s.ways)]);
+      __builtin_prefetch(&s.ids[static_cast<size_t>(s.SetOf(ahead) * s.ways)]);
       s.index.Prefetch(ahead);
     }
     const size_t i = s.misses[k];
@@ -295,12 +310,13 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
       slot = next_overflow++;
       s.overflow_held.push_back(slot);
       ++s.counters.overflows;
-    } else if (s.slots[static_cast<size_t>(slot)].id >= 0) {
+    } else if (s.ids[static_cast<size_t>(slot)] >= 0) {
       s.Release(slot, plan);
       ++s.counters.evictions;
     }
     s.Save(slot);
-    s.slots[static_cast<size_t>(slot)] = Slot{id, 1, s.batch, s.batch};
+    s.ids[static_cast<size_t>(slot)] = id;
+    s.uses[static_cast<size_t>(slot)] = Use{1, s.batch};
     s.rows[static_cast<size_t>(slot)] = Row::kClean;
     s.index.Insert(id, slot);
     s.inserted.emplace_back(id, slot);
@@ -331,9 +347,9 @@ void CacheDirectory::MarkDirty(std::span<const int64_t> slots) {
 
 CacheDirectory::Move CacheDirectory::TakeDirty() {
   Move out;
-  for (size_t slot = 0; slot < s_->slots.size(); ++slot) {
+  for (size_t slot = 0; slot < s_->ids.size(); ++slot) {
     if (s_->rows[slot] != Row::kDirty) continue;
-    out.ids.push_back(s_->slots[slot].id);
+    out.ids.push_back(s_->ids[slot]);
     out.slots.push_back(static_cast<int64_t>(slot));
     s_->rows[slot] = Row::kClean;
   }
@@ -341,7 +357,8 @@ CacheDirectory::Move CacheDirectory::TakeDirty() {
 }
 
 void CacheDirectory::Clear() {
-  std::fill(s_->slots.begin(), s_->slots.end(), Slot{});
+  std::fill(s_->ids.begin(), s_->ids.end(), -1);
+  std::fill(s_->uses.begin(), s_->uses.end(), Use{});
   std::fill(s_->rows.begin(), s_->rows.end(), Row::kFree);
   std::fill(s_->metadata.begin(), s_->metadata.end(), 0);
   s_->index.Clear();

@@ -103,6 +103,11 @@ struct RowFile::State {
   Header header{};
   std::vector<uint64_t> written;  // bit per row
   bool marked_open = false;       // the header on disk says "open"
+  // Rows of a Write that failed part-way: some may hold a torn mix of old
+  // and new bytes. Sync refuses while any is left; writing them again whole
+  // clears them (a cache's failed flush keeps its rows and retries).
+  std::vector<uint64_t> torn;  // bit per row, empty until a Write fails
+  int64_t torn_rows = 0;
   bool scratch = false;           // removed when closed (CreateScratch)
   RowFileCounters counters;
   std::unique_ptr<IoPool> pool;
@@ -112,8 +117,15 @@ struct RowFile::State {
   ~State() {
     pool.reset();  // no transfer in flight while the file goes
     uring.reset();
-    if (scratch) ::unlink(path.c_str());  // still locked: no one else uses this path
+    if (scratch && NamesThisFile()) ::unlink(path.c_str());  // still locked: no one else uses this file
     if (fd >= 0) ::close(fd);
+  }
+  // Whether `path` still names the file open at `fd` (a name another run
+  // has since taken is not ours to remove).
+  bool NamesThisFile() const {
+    struct stat open_file {}, named {};
+    return fd >= 0 && ::fstat(fd, &open_file) == 0 && ::lstat(path.c_str(), &named) == 0 &&
+           open_file.st_dev == named.st_dev && open_file.st_ino == named.st_ino;
   }
   // One writer per file, across processes and within one: a second open
   // of a file in use is refused (the lock goes with the process, so a
@@ -295,6 +307,12 @@ StatusOr<RowFile> RowFile::CreateScratch(const std::filesystem::path& path, cons
                                                      "or choose another directory)");
     }
     SR_RETURN_IF_ERROR(old.Lock());
+    // Locked, but the name may already be another run's new file (it
+    // replaced this one and let go of it): that file is not ours to remove.
+    if (!old.NamesThisFile()) {
+      return FailedPreconditionError(path.string() + " was replaced while this run opened it: another run is using "
+                                                     "this directory");
+    }
     if (::unlink(path.c_str()) != 0) return old.Fail("cannot replace", errno);
   }
   SR_ASSIGN_OR_RETURN(RowFile file, Create(path, spec));
@@ -385,7 +403,21 @@ Status RowFile::Write(std::span<const int64_t> rows, const std::byte* in) {
     s_->marked_open = true;
   }
   const size_t written = last.size();
-  SR_RETURN_IF_ERROR(s_->Transfer(std::move(last), const_cast<std::byte*>(in), /*reading=*/false));
+  auto set_torn = [&](int64_t r, bool torn) {
+    uint64_t& word = s_->torn[static_cast<size_t>(r) / 64];
+    const uint64_t bit = uint64_t{1} << (r % 64);
+    if (((word & bit) != 0) == torn) return;
+    word ^= bit;
+    s_->torn_rows += torn ? 1 : -1;
+  };
+  if (Status moved = s_->Transfer(std::move(last), const_cast<std::byte*>(in), /*reading=*/false); !moved.ok()) {
+    if (s_->torn.empty()) s_->torn.assign(s_->written.size(), 0);
+    for (int64_t r : rows) set_torn(r, true);
+    return moved;
+  }
+  if (s_->torn_rows > 0) {
+    for (int64_t r : rows) set_torn(r, false);
+  }
   for (int64_t r : rows) s_->written[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
   s_->counters.rows_written += static_cast<int64_t>(written);
   s_->counters.bytes_written += static_cast<int64_t>(written) * row_bytes();
@@ -409,6 +441,11 @@ Status RowFile::Forget(std::span<const int64_t> rows) {
 
 Status RowFile::Sync() {
   if (!s_->marked_open) return Status::Ok();  // nothing changed since the last Sync
+  if (s_->torn_rows > 0) {
+    return FailedPreconditionError(fmt::format(
+        "{}: {} rows of a write that failed part-way have not been written again; the file stays marked open, "
+        "so no later run trusts it", s_->path.string(), s_->torn_rows));
+  }
   const auto bitmap_bytes = static_cast<size_t>((rows() + 7) / 8);
   SR_RETURN_IF_ERROR(s_->WriteAt(s_->written.data(), bitmap_bytes, s_->header.bitmap_offset));
   SR_RETURN_IF_ERROR(s_->SyncData());

@@ -84,6 +84,8 @@ struct TableCache::State {
         } catch (const std::bad_alloc&) {
           writer_status = Status(SR_RESOURCE_EXHAUSTED, "out of memory writing back " +
                                                             std::to_string(behind_ids.size()) + " rows");
+        } catch (const std::exception& e) {  // e.g. the I/O pool's std::system_error: an error, not std::terminate
+          writer_status = InternalError("writing back " + std::to_string(behind_ids.size()) + " rows: " + e.what());
         }
       });
     } catch (const std::exception&) {  // no thread (std::system_error, bad_alloc): write now

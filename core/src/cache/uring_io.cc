@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "shardrec/core/tensor/tensor.h"  // AbortOnMisuse
+
 #ifdef SHARDREC_HAVE_LIBURING
 #include <liburing.h>
 #endif
@@ -52,9 +54,6 @@ Status TransferPlain(int fd, bool reading, UringIo::Request r, size_t done, cons
 struct UringIo::Ring {
   io_uring ring{};
   unsigned depth = 0;
-  // A submit failed with requests in flight that could not be waited for:
-  // the ring is not used again (its requests may still name old buffers).
-  bool poisoned = false;
 };
 
 UringIo::UringIo() : ring_(std::make_unique<Ring>()) {}
@@ -75,7 +74,6 @@ std::unique_ptr<UringIo> UringIo::Create(unsigned depth, std::string* why) {
 }
 
 Status UringIo::Run(int fd, bool reading, std::vector<Request>& requests, const std::string& what) {
-  if (ring_->poisoned) return InternalError(what + ": its io_uring failed earlier; reopen the file");
   io_uring& ring = ring_->ring;
   size_t next = 0, in_flight = 0;
   Status failed = Status::Ok();
@@ -98,15 +96,17 @@ Status UringIo::Run(int fd, bool reading, std::vector<Request>& requests, const 
     const int e = io_uring_submit_and_wait(&ring, 1);
     if (e < 0 && e != -EINTR && e != -EAGAIN && e != -EBUSY) {
       // Wait out what is in flight (it names the caller's buffers) before
-      // returning; if even that fails, the ring is never used again.
+      // returning. If even that fails, the kernel may still write into
+      // buffers the caller frees next (closing the ring does not wait for
+      // them): stop the process rather than corrupt its memory.
       failed = InternalError(fmt::format("{}: io_uring submit: {}", what, std::strerror(-e)));
       while (in_flight > 0) {
         io_uring_cqe* done = nullptr;
         const int w = io_uring_wait_cqe(&ring, &done);
-        if (w == -EINTR) continue;
+        if (w == -EINTR || w == -EAGAIN || w == -EBUSY) continue;
         if (w < 0) {
-          ring_->poisoned = true;
-          break;
+          AbortOnMisuse(fmt::format("{}: io_uring wait failed with {} requests in flight ({}) after: {}", what,
+                                    in_flight, std::strerror(-w), failed.message()));
         }
         io_uring_cqe_seen(&ring, done);
         --in_flight;

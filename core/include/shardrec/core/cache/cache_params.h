@@ -58,9 +58,10 @@ Status ValidateCacheParams(const CacheParams& p, const EmbeddingTableConfig& tab
 
 // RAM a cache of `slots` rows takes: the rows themselves (`row_bytes`
 // each, weights and optimizer state) and the directory's bookkeeping, at
-// most 120 bytes a slot for policies of up to two metadata columns (33 the
-// slot's state, 16 the policy's, up to 64 the id index's: half full at
-// most, rounded up to a power of two). CacheDirectory::bytes() is exact.
+// most 120 bytes a slot for policies of up to two metadata columns (25 the
+// slot's state: its id, accesses and row flag; 16 the policy's; up to 64
+// the id index's: half full at most, rounded up to a power of two).
+// CacheDirectory::bytes() is exact.
 inline constexpr int64_t kCacheDirectoryBytesPerSlot = 120;
 inline int64_t CacheBytes(int64_t slots, int64_t row_bytes) { return slots * (row_bytes + kCacheDirectoryBytesPerSlot); }
 

@@ -124,8 +124,8 @@ class TableCache {
   // A cached row is changed in its slot, any other on the file.
   Status WriteRows(std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
                    const CacheSlots& slots);
-  // Weights as at creation, optimizer state zero (managed collision's
-  // evictions).
+  // Weights as at creation, the kernel's initial optimizer state (managed
+  // collision's evictions).
   Status ResetRows(std::span<const int64_t> rows, const CacheSlots& slots);
 
  private:
