@@ -2,10 +2,13 @@
 // feature of one id per bag, forward then backward with the fused
 // optimizer: what training asks of a table. The cached table runs exactly
 // the in-memory kernel's arithmetic (tested), so the difference is the
-// cache's: finding slots, moving rows to and from the file.
+// cache's: finding slots, moving rows to and from the file. Each cached
+// run is timed against an in-memory table trained beside it, the two
+// taking turns every few steps (PairedSteps).
 #include "cache_bench.h"
 
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -27,12 +30,25 @@ EmbeddingTableConfig BenchTable(const CacheBenchConfig& c) {
   return t;
 }
 
-// Runs every step of the stream through `forward` and `backward`, the
-// whole stream `c.passes` times; seconds per pass. `between(p)` runs
-// after pass p, off the clock.
-template <class Forward, class Backward, class Between>
-StatusOr<std::vector<double>> Steps(const CacheBenchConfig& c, Forward forward, Backward backward, Between between) {
-  // Batches and gradients made before the clock starts: only the table's work is timed.
+// A table's step: forward, then backward with the fused optimizer; and
+// what ends its turn: the cached table's write-behind finishes inside its
+// own time, not in the other table's.
+struct StepFns {
+  std::function<Status(const KeyedJaggedTensor&, Tensor&)> forward;
+  std::function<Status(const KeyedJaggedTensor&, const Tensor&, int64_t)> backward;
+  std::function<void()> settle = [] {};
+};
+
+// Steps of the in-memory table and the cached one, alternating: on this
+// kind of machine speed drifts by 20-40% within minutes, so a ratio of two
+// runs a minute apart measured the drift as much as the cache. Blocks of
+// kCacheBenchBlock steps take turns (each table's own caches warm within a
+// block); per pass, each table's seconds. `between(p)` runs after pass p,
+// off the clock.
+template <class Between>
+StatusOr<std::vector<std::pair<double, double>>> PairedSteps(const CacheBenchConfig& c, const StepFns& memory,
+                                                             const StepFns& cached, Between between) {
+  // Batches and gradients made before the clock starts: only the tables' work is timed.
   const auto n = static_cast<int64_t>(c.ids.size());
   std::vector<KeyedJaggedTensor> batches;
   for (int64_t at = 0; at < n; at += c.batch) {
@@ -50,16 +66,30 @@ StatusOr<std::vector<double>> Steps(const CacheBenchConfig& c, Forward forward, 
   };
   const Tensor full = gradient(c.batch), last = gradient(n - (static_cast<int64_t>(batches.size()) - 1) * c.batch);
   Tensor out = Tensor::Zeros(dtype::kFloat32, {c.batch, c.dim}), out_last = Tensor::Zeros(dtype::kFloat32, {last.size(0), c.dim});
-  std::vector<double> seconds;
+  // Steps [from, to) of a pass through one table; its seconds.
+  auto run = [&](const StepFns& t, size_t from, size_t to, int64_t step) -> StatusOr<double> {
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t s = from; s < to; ++s) {
+      const bool is_last = s + 1 == batches.size();
+      SR_RETURN_IF_ERROR(t.forward(batches[s], is_last ? out_last : out));
+      SR_RETURN_IF_ERROR(t.backward(batches[s], is_last ? last : full, ++step));
+    }
+    t.settle();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  std::vector<std::pair<double, double>> seconds;
   int64_t step = 0;
   for (int p = 0; p < c.passes; ++p) {
-    const auto start = std::chrono::steady_clock::now();
-    for (size_t s = 0; s < batches.size(); ++s) {
-      const bool is_last = s + 1 == batches.size();
-      SR_RETURN_IF_ERROR(forward(batches[s], is_last ? out_last : out));
-      SR_RETURN_IF_ERROR(backward(batches[s], is_last ? last : full, ++step));
+    double in_memory = 0, in_cache = 0;
+    for (size_t from = 0; from < batches.size(); from += kCacheBenchBlock) {
+      const size_t to = std::min(batches.size(), from + kCacheBenchBlock);
+      SR_ASSIGN_OR_RETURN(double m, run(memory, from, to, step));
+      SR_ASSIGN_OR_RETURN(double k, run(cached, from, to, step));
+      in_memory += m;
+      in_cache += k;
+      step += static_cast<int64_t>(to - from);
     }
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    seconds.emplace_back(in_memory, in_cache);
     between(p);
   }
   return seconds;
@@ -68,27 +98,13 @@ StatusOr<std::vector<double>> Steps(const CacheBenchConfig& c, Forward forward, 
 }  // namespace
 
 StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const CacheBenchConfig& c,
-                                         const std::function<void(const CacheBenchRun&)>& done,
-                                         const std::function<void(const std::vector<double>&)>& memory_timed) {
+                                         const std::function<void(const CacheBenchRun&)>& done) {
   EmbeddingModuleOptions options;
   SR_ASSIGN_OR_RETURN(options.optimizer, OptimizerSpec::Parse(c.optimizer));
   const auto table = BenchTable(c);
   const std::vector<int64_t> rows = {0}, columns = {0};
   const double nan = std::nan("");
   CacheBenchResult result;
-  {
-    SR_ASSIGN_OR_RETURN(auto memory, EmbeddingTables::Create(registry, {table}, options));
-    SR_ASSIGN_OR_RETURN(
-        auto seconds,
-        Steps(
-            c, [&](const KeyedJaggedTensor& k, Tensor& out) { return memory.Forward(k, rows, columns, out); },
-            [&](const KeyedJaggedTensor& k, const Tensor& g, int64_t step) {
-              return memory.Backward(k, rows, columns, g, step, nan);
-            },
-            [](int) {}));
-    for (double s : seconds) result.memory_ids_per_s.push_back(static_cast<double>(c.ids.size()) / s);
-    memory_timed(result.memory_ids_per_s);
-  }
   {
     // The probe: a row file as large as the table's, every row written,
     // then random rows read in batches as a step's misses would be.
@@ -162,16 +178,24 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
           seen = now;
           moved = file;
         };
-        SR_ASSIGN_OR_RETURN(
-            auto seconds,
-            Steps(
-                c, [&](const KeyedJaggedTensor& k, Tensor& out) { return cached.Forward(k, rows, columns, out); },
-                [&](const KeyedJaggedTensor& k, const Tensor& g, int64_t step) {
-                  return cached.Backward(k, rows, columns, g, step, nan);
-                },
-                pass_done));
+        // The in-memory kernel on the same steps, a fresh table beside this one.
+        SR_ASSIGN_OR_RETURN(auto memory, EmbeddingTables::Create(registry, {table}, options));
+        const StepFns memory_steps{
+            [&](const KeyedJaggedTensor& k, Tensor& out) { return memory.Forward(k, rows, columns, out); },
+            [&](const KeyedJaggedTensor& k, const Tensor& g, int64_t step) {
+              return memory.Backward(k, rows, columns, g, step, nan);
+            }};
+        const StepFns cached_steps{
+            [&](const KeyedJaggedTensor& k, Tensor& out) { return cached.Forward(k, rows, columns, out); },
+            [&](const KeyedJaggedTensor& k, const Tensor& g, int64_t step) {
+              return cached.Backward(k, rows, columns, g, step, nan);
+            },
+            [&] { (void)cache.file_counters(); }};  // waits for the write in flight
+        SR_ASSIGN_OR_RETURN(auto seconds, PairedSteps(c, memory_steps, cached_steps, pass_done));
+        const auto ids = static_cast<double>(c.ids.size());
         for (size_t p = 0; p < seconds.size(); ++p) {
-          r.passes[p].ids_per_s = static_cast<double>(c.ids.size()) / seconds[p];
+          r.passes[p].memory_ids_per_s = ids / seconds[p].first;
+          r.passes[p].ids_per_s = ids / seconds[p].second;
         }
         return r;
       };

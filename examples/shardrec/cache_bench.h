@@ -14,6 +14,10 @@
 
 namespace shardrec::cli {
 
+// Steps each table takes in its turn when the cached and the in-memory
+// table are timed side by side.
+inline constexpr size_t kCacheBenchBlock = 8;
+
 struct CacheBenchConfig {
   std::vector<int64_t> ids;  // the stream, each in [0, rows)
   int64_t rows = 0;
@@ -37,9 +41,11 @@ struct CacheBenchConfig {
   int passes = 2;
 };
 
-// One pass of the stream through a cached table.
+// One pass of the stream through a cached table, and through an in-memory
+// table beside it (the two take turns every few steps).
 struct CacheBenchPass {
   double hit_rate = 0, ids_per_s = 0;
+  double memory_ids_per_s = 0;  // the in-memory kernel's, on the same steps, at the same time
   int64_t misses = 0;  // rows brought in (each batch's distinct ids that were not cached)
   int64_t rows_read = 0, rows_written = 0;
 };
@@ -52,7 +58,6 @@ struct CacheBenchRun {
 };
 
 struct CacheBenchResult {
-  std::vector<double> memory_ids_per_s;  // the in-memory kernel, same steps, per pass
   // The disk's limit for misses: random rows of a full row file of the
   // same size, read in batches of the steps' distinct ids, rows/s.
   double probe_rows_per_s = 0;
@@ -60,10 +65,8 @@ struct CacheBenchResult {
   std::vector<CacheBenchRun> runs;
 };
 
-// `memory_timed` runs once the in-memory kernel is timed (its ids/s per
-// pass), before the cached runs; `done` after each cached run.
+// `done` runs after each cached run.
 StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const CacheBenchConfig& c,
-                                         const std::function<void(const CacheBenchRun&)>& done,
-                                         const std::function<void(const std::vector<double>&)>& memory_timed);
+                                         const std::function<void(const CacheBenchRun&)>& done);
 
 }  // namespace shardrec::cli

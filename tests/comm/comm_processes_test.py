@@ -99,7 +99,10 @@ def case_fault_exit():
 def case_fault_stall():
     cmd = [SHARDREC, "comm", "check", "--comm", "gloo", "--world-size", "3", "--fault", "stall@2",
            "--timeout-ms", "3000"]
-    expect_named_failure(cmd, "rank 2 is alive but has started only 0 collectives", 3 + 3)
+    # The 3 s timeout, plus the launch: three processes starting and meeting
+    # took up to 3.5 s under the sanitizers with another test beside them
+    # (6.5 s in all once). A hang would take the test's whole timeout.
+    expect_named_failure(cmd, "rank 2 is alive but has started only 0 collectives", 3 + 6)
     local = [SHARDREC, "comm", "check", "--world-size", "3", "--fault", "stall@0", "--timeout-ms", "1000"]
     p, secs = run(local, env=clean_env())
     named = "rank 0 has not posted it" in p.stderr or "rank(s) 0 did not reach collective #1" in p.stderr

@@ -58,6 +58,10 @@ StatusOr<json> SaveManagedCollision(const std::vector<MchManagedCollisionModule>
                                     std::vector<CheckpointFile>* files, int64_t* bytes) {
   json summary = json::object();
   for (const auto& m : modules) {
+    if (m.staged()) {  // its window holds a step that may yet be undone
+      return InternalError("managed collision: table " + m.table() +
+                           " is in the middle of a step; a checkpoint is taken between steps");
+    }
     summary[m.table()] = {{"config", ManagedCollisionSpec(m.config())}, {"state_width", m.StateWidth()},
                           {"iteration", m.iteration()}, {"last_round", m.last_round()},
                           {"counters", Counters(m.stats())}};

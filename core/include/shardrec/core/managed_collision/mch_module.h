@@ -101,6 +101,8 @@ class MchManagedCollisionModule {
   const BucketRange& buckets() const { return range_; }
   int64_t iteration() const { return iteration_; }
   int64_t last_round() const { return last_round_; }
+  // Between Stage and Apply or Discard (a checkpoint then would save half a step).
+  bool staged() const { return staged_; }
   // Whether rounds are incremental: eviction_mode=fast with a policy that
   // declares `incremental`, no metadata columns and no select; otherwise exact.
   bool incremental_rounds() const { return incremental_; }
