@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "device/device_staging.h"
+#include "shardrec/core/dl_view.h"
 #include "shardrec/core/tensor/tensor.h"
 #include "shardrec/sdk/dtype.hpp"
 #include "shardrec/sdk/optimizer.hpp"
@@ -54,6 +55,30 @@ StatusOr<EvictionPolicy> EvictionPolicy::Create(const ComponentRef& ref,
 
 Status EvictionPolicy::Score(const sr_eviction_score_args& args) const {
   return Call("score", [&] { return vtable().score(handle(), &args); });
+}
+
+Status EvictionPolicy::ScoreEntries(int64_t now, size_t residents, std::span<const int64_t> counts,
+                                    std::span<const int64_t> lasts, std::span<const int64_t> windows,
+                                    std::span<const int64_t> metadata, int64_t columns,
+                                    std::span<double> scores) const {
+  const auto n = static_cast<int64_t>(scores.size());
+  if (counts.size() != scores.size() || lasts.size() != scores.size() || windows.size() != scores.size() ||
+      residents > scores.size() || metadata.size() != (metadata.empty() ? 0 : scores.size() * columns)) {
+    AbortOnMisuse("EvictionPolicy::ScoreEntries: arrays of different lengths");
+  }
+  DLView counts_view(counts.data(), {n}), lasts_view(lasts.data(), {n}), windows_view(windows.data(), {n}),
+      scores_view(scores.data(), {n}), metadata_view(metadata.data(), {n, columns});
+  sr_eviction_score_args args{};
+  args.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
+  args.now = now;
+  args.num_resident = residents;
+  args.num_candidates = scores.size() - residents;
+  args.counts = counts_view.get();
+  args.last_access = lasts_view.get();
+  args.window_counts = windows_view.get();
+  args.metadata = metadata.empty() ? nullptr : metadata_view.get();
+  args.scores = scores_view.get();
+  return Score(args);
 }
 
 Status EvictionPolicy::Select(const sr_eviction_select_args& args) const {

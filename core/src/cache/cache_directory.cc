@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 
 #include "../managed_collision/id_slot_index.h"
-#include "shardrec/core/dl_view.h"
 #include "shardrec/core/managed_collision/id_hash.h"
 #include "shardrec/core/plugin_objects.h"
 
@@ -149,7 +148,6 @@ struct CacheDirectory::State {
       if (uses[static_cast<size_t>(slot)].last != batch) open.push_back(slot);
     }
     if (open.empty()) return int64_t{-1};
-    const auto n = static_cast<int64_t>(open.size());
     counts.resize(open.size());
     lasts.resize(open.size());
     windows.assign(open.size(), 0);
@@ -162,19 +160,8 @@ struct CacheDirectory::State {
       }
     }
     scores.assign(open.size(), 0.0);
-    DLView counts_view(counts.data(), {n}), lasts_view(lasts.data(), {n}), windows_view(windows.data(), {n}),
-        scores_view(scores.data(), {n}), meta_view(meta.data(), {n, columns});
-    sr_eviction_score_args args{};
-    args.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
-    args.now = batch;
-    args.num_resident = open.size();
-    args.num_candidates = 0;
-    args.counts = counts_view.get();
-    args.last_access = lasts_view.get();
-    args.window_counts = windows_view.get();
-    args.metadata = columns > 0 ? meta_view.get() : nullptr;
-    args.scores = scores_view.get();
-    SR_RETURN_IF_ERROR(policy.Score(args).WithContext("row cache"));
+    SR_RETURN_IF_ERROR(policy.ScoreEntries(batch, open.size(), counts, lasts, windows, meta, columns, scores)
+                           .WithContext("row cache"));
     size_t worst = 0;
     for (size_t k = 0; k < open.size(); ++k) {
       if (std::isnan(scores[k])) return InternalError("row cache: " + policy.Describe() + " scored a way NaN");

@@ -37,7 +37,6 @@
 
 #include "mch_bucket.h"
 #include "fast_sort.h"
-#include "shardrec/core/dl_view.h"
 #include "shardrec/core/tensor/tensor.h"
 
 namespace shardrec::mc {
@@ -70,23 +69,10 @@ Status CheckKeysKeepOrder(const EvictionPolicy& policy) {
       lasts.push_back(l);
     }
   }
-  const auto n = static_cast<int64_t>(counts.size());
-  std::vector<int64_t> windows(counts.size(), 0);
+  const std::vector<int64_t> windows(counts.size(), 0);
   auto score_at = [&](int64_t now, std::vector<double>& scores) -> Status {
     scores.assign(counts.size(), 0.0);
-    DLView counts_view(counts.data(), {n}), lasts_view(lasts.data(), {n}), windows_view(windows.data(), {n}),
-        scores_view(scores.data(), {n});
-    sr_eviction_score_args args{};
-    args.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
-    args.now = now;
-    args.num_resident = counts.size();
-    args.num_candidates = 0;
-    args.counts = counts_view.get();
-    args.last_access = lasts_view.get();
-    args.window_counts = windows_view.get();
-    args.metadata = nullptr;
-    args.scores = scores_view.get();
-    if (Status st = policy.Score(args); !st.ok()) return st;
+    if (Status st = policy.ScoreEntries(now, counts.size(), counts, lasts, windows, {}, 0, scores); !st.ok()) return st;
     return CheckScores(policy, scores);
   };
   std::vector<double> in_run, keys;
@@ -191,20 +177,7 @@ StatusOr<RoundPlan> MchBucket::PlanIncrementalRound(const EvictionPolicy& policy
   const size_t residents = plan.key_slots.size(), n = counts.size();
   if (n == 0) return plan;
   std::vector<double> scores(n, 0.0);
-  const auto n64 = static_cast<int64_t>(n);
-  DLView counts_view(counts.data(), {n64}), lasts_view(lasts.data(), {n64}), windows_view(windows.data(), {n64}),
-      scores_view(scores.data(), {n64});
-  sr_eviction_score_args args{};
-  args.struct_size = SR_STRUCT_SIZE(sr_eviction_score_args, scores);
-  args.now = kKeyTime;
-  args.num_resident = residents;
-  args.num_candidates = plan.passing.size();
-  args.counts = counts_view.get();
-  args.last_access = lasts_view.get();
-  args.window_counts = windows_view.get();
-  args.metadata = nullptr;
-  args.scores = scores_view.get();
-  if (Status st = policy.Score(args); !st.ok()) return st;
+  if (Status st = policy.ScoreEntries(kKeyTime, residents, counts, lasts, windows, {}, 0, scores); !st.ok()) return st;
   if (Status st = CheckScores(policy, scores); !st.ok()) return st;
   if (!plan.rebuild_keys) {
     for (size_t k = 0; k < residents; ++k) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,6 +81,12 @@ class EvictionPolicy : public PluginObject<sr_eviction_vtable, sr_eviction_polic
   static StatusOr<EvictionPolicy> Create(const ComponentRef& ref, const OptionList& options);
   // Fills args.scores. See sr_eviction_vtable.score.
   Status Score(const sr_eviction_score_args& args) const;
+  // Score over plain arrays: entries [0, residents) are residents, the rest
+  // candidates; `metadata` is [entries, columns] (empty: none). Every
+  // array holds one value per entry; `scores` gets them.
+  Status ScoreEntries(int64_t now, size_t residents, std::span<const int64_t> counts, std::span<const int64_t> lasts,
+                      std::span<const int64_t> windows, std::span<const int64_t> metadata, int64_t columns,
+                      std::span<double> scores) const;
   bool HasSelect() const { return Has(&sr_eviction_vtable::select); }
   Status Select(const sr_eviction_select_args& args) const;
 
