@@ -22,7 +22,7 @@ while (($#)); do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
@@ -35,6 +35,8 @@ if ((${#targets[@]} == 0)); then
     targets+=("${name#fuzz_}")
   done
 fi
+# A target named twice runs once (two at once would share a log and a corpus).
+mapfile -t targets < <(printf '%s\n' "${targets[@]}" | awk '!seen[$0]++')
 build="$repo/build-fuzz"
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get install clang libclang-rt-14-dev)"; exit 1; }
 mkdir -p "$build"
@@ -63,6 +65,8 @@ fuzz_one() {
     echo "PASS fuzz $t"; } >"$result"
 }
 jobs_at_once="${SHARDREC_JOBS:-$(nproc)}"
+# Stopped (a CI timeout, Ctrl-C), the script takes its fuzzers with it.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 echo "=== fuzz ${#targets[@]} targets for ${seconds} s each, ${jobs_at_once} at a time"
 running=0
 for t in "${targets[@]}"; do

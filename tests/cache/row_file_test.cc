@@ -139,8 +139,9 @@ TEST(RowFile, AWriteThatFailedPartWayIsNotMarkedCleanUntilWrittenAgain) {
   const auto path = dir.path() / "t0.rows";
   auto f = RowFile::Create(path, Spec());
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  const std::vector<int64_t> first = {1, 2, 3}, torn = {4, 4000}, part = {4};
+  const std::vector<int64_t> first = {1, 2, 3}, torn = {4, 4000}, part = {4}, fresh = {4001};
   ASSERT_TRUE(f->Write(first, Bytes(first, 1).data()).ok());
+  ASSERT_TRUE(f->Write(torn, Bytes(torn, 0).data()).ok());  // both written before the write that fails
   ASSERT_TRUE(f->Sync().ok());
   rlimit before{};
   ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &before), 0);
@@ -149,7 +150,9 @@ TEST(RowFile, AWriteThatFailedPartWayIsNotMarkedCleanUntilWrittenAgain) {
     rlimit small = before;
     small.rlim_cur = 16384 + 100 * kRowBytes;  // past the header, the map and row 4; short of row 4000
     ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-    const Status failed = f->Write(torn, Bytes(torn, 2).data());
+    std::vector<int64_t> rows = torn;
+    rows.push_back(fresh[0]);  // never written: its bytes do not matter, so it is not torn
+    const Status failed = f->Write(rows, Bytes(rows, 2).data());
     ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &before), 0);
     std::signal(SIGXFSZ, old_handler);
     ASSERT_FALSE(failed.ok());
@@ -163,11 +166,29 @@ TEST(RowFile, AWriteThatFailedPartWayIsNotMarkedCleanUntilWrittenAgain) {
   EXPECT_FALSE(f->Sync().ok()) << "row 4000 is still torn";
   ASSERT_TRUE(f->Write(torn, Bytes(torn, 4).data()).ok());
   ASSERT_TRUE(f->Sync().ok());
+  EXPECT_FALSE(f->Written(fresh[0]));
+  // A torn row forgotten (it reads as never written) no longer holds Sync back.
+  {
+    rlimit small = before;
+    small.rlim_cur = 16384 + 100 * kRowBytes;
+    std::signal(SIGXFSZ, SIG_IGN);
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    const Status failed = f->Write(torn, Bytes(torn, 5).data());
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &before), 0);
+    std::signal(SIGXFSZ, old_handler);
+    ASSERT_FALSE(failed.ok());
+  }
+  EXPECT_FALSE(f->Sync().ok());
+  const std::vector<int64_t> far = {4000};
+  ASSERT_TRUE(f->Forget(far).ok());
+  ASSERT_TRUE(f->Write(part, Bytes(part, 4).data()).ok());
+  ASSERT_TRUE(f->Sync().ok());
   f = RowFile::Create(dir.path() / "other.rows", Spec());  // closes t0.rows
   auto reopened = RowFile::Open(path, Spec());
   ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
   ExpectRows(*reopened, first, Bytes(first, 1));
-  ExpectRows(*reopened, torn, Bytes(torn, 4));
+  ExpectRows(*reopened, part, Bytes(part, 4));
+  EXPECT_FALSE(reopened->Written(4000));
 }
 
 TEST(RowFile, FilesThatCannotBeTrustedAreRefused) {

@@ -103,9 +103,11 @@ struct RowFile::State {
   Header header{};
   std::vector<uint64_t> written;  // bit per row
   bool marked_open = false;       // the header on disk says "open"
-  // Rows of a Write that failed part-way: some may hold a torn mix of old
-  // and new bytes. Sync refuses while any is left; writing them again whole
-  // clears them (a cache's failed flush keeps its rows and retries).
+  // Rows of a Write that failed part-way that were written before it: some
+  // may hold a torn mix of old and new bytes (a row never written reads as
+  // unwritten whatever its bytes). Sync refuses while any is left; writing
+  // them again whole, or Forget, clears them (a cache's failed flush keeps
+  // its rows and retries).
   std::vector<uint64_t> torn;  // bit per row, empty until a Write fails
   int64_t torn_rows = 0;
   bool scratch = false;           // removed when closed (CreateScratch)
@@ -412,7 +414,9 @@ Status RowFile::Write(std::span<const int64_t> rows, const std::byte* in) {
   };
   if (Status moved = s_->Transfer(std::move(last), const_cast<std::byte*>(in), /*reading=*/false); !moved.ok()) {
     if (s_->torn.empty()) s_->torn.assign(s_->written.size(), 0);
-    for (int64_t r : rows) set_torn(r, true);
+    for (int64_t r : rows) {
+      if (Written(r)) set_torn(r, true);
+    }
     return moved;
   }
   if (s_->torn_rows > 0) {
@@ -435,7 +439,14 @@ Status RowFile::Forget(std::span<const int64_t> rows) {
     SR_RETURN_IF_ERROR(s_->WriteHeader(kStateOpen));
     s_->marked_open = true;
   }
-  for (int64_t r : rows) s_->written[static_cast<size_t>(r) / 64] &= ~(uint64_t{1} << (r % 64));
+  for (int64_t r : rows) {
+    const uint64_t bit = uint64_t{1} << (r % 64);
+    s_->written[static_cast<size_t>(r) / 64] &= ~bit;
+    if (s_->torn_rows > 0 && (s_->torn[static_cast<size_t>(r) / 64] & bit) != 0) {  // unwritten: its bytes no longer matter
+      s_->torn[static_cast<size_t>(r) / 64] &= ~bit;
+      --s_->torn_rows;
+    }
+  }
   return Status::Ok();
 }
 

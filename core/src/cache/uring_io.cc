@@ -2,11 +2,11 @@
 #include "uring_io.h"
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
-
-#include "shardrec/core/tensor/tensor.h"  // AbortOnMisuse
 
 #ifdef SHARDREC_HAVE_LIBURING
 #include <liburing.h>
@@ -105,8 +105,10 @@ Status UringIo::Run(int fd, bool reading, std::vector<Request>& requests, const 
         const int w = io_uring_wait_cqe(&ring, &done);
         if (w == -EINTR || w == -EAGAIN || w == -EBUSY) continue;
         if (w < 0) {
-          AbortOnMisuse(fmt::format("{}: io_uring wait failed with {} requests in flight ({}) after: {}", what,
-                                    in_flight, std::strerror(-w), failed.message()));
+          std::fprintf(stderr, "shardrec: fatal: %s: io_uring wait failed with %zu requests in flight (%s) after: %s; "
+                       "stopping rather than free buffers the kernel may still write\n",
+                       what.c_str(), in_flight, std::strerror(-w), failed.message().c_str());
+          std::abort();
         }
         io_uring_cqe_seen(&ring, done);
         --in_flight;
