@@ -95,7 +95,7 @@ TEST_P(CommThreads, EveryCollectiveMatchesTheLocalResult) {
     // >= 64 MiB per rank; 7 ranks x 64 MiB is kept for the process tests.
     // Under the sanitizers in world 2 only (each transport's own case
     // there, TCP's included): the large cases took 20-30 s each, most of
-    // the sanitizer suite's time. The plain suite runs them in every world.
+    // the sanitizer suite's time. The plain suite runs them in worlds 1-4.
     o.large = SHARDREC_TEST_SANITIZED ? world == 2 : world <= 4;
     CollectiveCheckReport report = RunCollectiveChecks(g.value(), o);
     std::string all;
