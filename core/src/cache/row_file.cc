@@ -110,6 +110,17 @@ struct RowFile::State {
   // its rows and retries).
   std::vector<uint64_t> torn;  // bit per row, empty until a Write fails
   int64_t torn_rows = 0;
+  void SetTorn(int64_t r, bool is_torn) {
+    if (torn.empty()) {
+      if (!is_torn) return;
+      torn.assign(written.size(), 0);
+    }
+    uint64_t& word = torn[static_cast<size_t>(r) / 64];
+    const uint64_t bit = uint64_t{1} << (r % 64);
+    if (((word & bit) != 0) == is_torn) return;
+    word ^= bit;
+    torn_rows += is_torn ? 1 : -1;
+  }
   bool scratch = false;           // removed when closed (CreateScratch)
   RowFileCounters counters;
   std::unique_ptr<IoPool> pool;
@@ -405,22 +416,14 @@ Status RowFile::Write(std::span<const int64_t> rows, const std::byte* in) {
     s_->marked_open = true;
   }
   const size_t written = last.size();
-  auto set_torn = [&](int64_t r, bool torn) {
-    uint64_t& word = s_->torn[static_cast<size_t>(r) / 64];
-    const uint64_t bit = uint64_t{1} << (r % 64);
-    if (((word & bit) != 0) == torn) return;
-    word ^= bit;
-    s_->torn_rows += torn ? 1 : -1;
-  };
   if (Status moved = s_->Transfer(std::move(last), const_cast<std::byte*>(in), /*reading=*/false); !moved.ok()) {
-    if (s_->torn.empty()) s_->torn.assign(s_->written.size(), 0);
     for (int64_t r : rows) {
-      if (Written(r)) set_torn(r, true);
+      if (Written(r)) s_->SetTorn(r, true);
     }
     return moved;
   }
   if (s_->torn_rows > 0) {
-    for (int64_t r : rows) set_torn(r, false);
+    for (int64_t r : rows) s_->SetTorn(r, false);
   }
   for (int64_t r : rows) s_->written[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
   s_->counters.rows_written += static_cast<int64_t>(written);
@@ -440,12 +443,8 @@ Status RowFile::Forget(std::span<const int64_t> rows) {
     s_->marked_open = true;
   }
   for (int64_t r : rows) {
-    const uint64_t bit = uint64_t{1} << (r % 64);
-    s_->written[static_cast<size_t>(r) / 64] &= ~bit;
-    if (s_->torn_rows > 0 && (s_->torn[static_cast<size_t>(r) / 64] & bit) != 0) {  // unwritten: its bytes no longer matter
-      s_->torn[static_cast<size_t>(r) / 64] &= ~bit;
-      --s_->torn_rows;
-    }
+    s_->written[static_cast<size_t>(r) / 64] &= ~(uint64_t{1} << (r % 64));
+    if (s_->torn_rows > 0) s_->SetTorn(r, false);  // unwritten: its bytes no longer matter
   }
   return Status::Ok();
 }
