@@ -73,7 +73,9 @@ int RunBenchCache(const std::vector<std::string>& args) {
        "reads and writes in flight (1..256), when a pool of threads moves the rows")
       ("io", po::value(&c.io)->default_value(c.io),
        "how the row files move rows: auto (= threads), threads (a pool of --io-threads), io_uring (one ring, "
-       "through liburing; refused, saying why, where it cannot be used)")
+       "through liburing; refused, saying why, where it cannot be used), mmap (copies into a shared mapping of "
+       "the file: fastest where the page cache holds the file; reserves the file's whole size on disk first, "
+       "its pages count in RSS, and a device read error stops the process)")
       ("passes", po::value(&c.passes)->default_value(c.passes),
        "times the stream is trained through each table, each pass timed (1..10): the first (cold) meets an empty "
        "cache, where every row's first sight misses; later ones (warm) meet the cache as the pass before left it, "

@@ -129,7 +129,7 @@ struct RankResult {
   std::map<std::string, ManagedCollisionStats> mc_stats;
   std::map<std::string, std::string> mc_dist;  // per table: "fused", or "separate: why"
   std::vector<CachedTableStats> cache_stats;    // the plan's cached tables
-  std::vector<int64_t> rss_max;                 // per rank: its process's largest RSS sample in the steps
+  RssMax rss_max;                               // per rank: its process's largest RSS samples in the steps
   std::string cache_io;                         // what moves this rank's cached rows
   std::string output_dist;
   struct Verify {
@@ -559,7 +559,8 @@ StatusOr<RankResult> TrainRank(const ProcessGroup& group, const HostSession& ses
   for (int64_t b : bad) result.bad_lines += b;
   result.epochs_done = input->epoch();
   rss.Stop();
-  SR_ASSIGN_OR_RETURN(result.rss_max, AllGatherValues(group, rss.max_bytes()));
+  SR_ASSIGN_OR_RETURN(result.rss_max.all, AllGatherValues(group, rss.max_bytes()));
+  SR_ASSIGN_OR_RETURN(result.rss_max.without_files, AllGatherValues(group, rss.max_without_files_bytes()));
   SR_ASSIGN_OR_RETURN(result.cache_stats, GatherCacheStats(group, ebc.tables()));
   result.cache_io = CacheIoBackend(ebc.tables());
   SR_ASSIGN_OR_RETURN(auto ns_per_rank, AllGatherValues(group, static_cast<int64_t>(my_seconds * 1e9)));

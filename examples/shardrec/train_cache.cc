@@ -28,7 +28,7 @@ void AddCacheOptions(po::options_description& desc, CacheFlags& f, bool with_dir
        "largest tables first, at the largest load factor the budget allows")
       ("cache-params", po::value(&f.cache_params),
        "the caches' settings, KEY=VALUE,... (algorithm=lru|lfu|a plugin's eviction policy, load_factor, ways, "
-       "overflow, io_threads, algorithm.OPTION=...): defaults for tables --memory-budget caches, and for plan "
+       "overflow, io_threads, io=threads|io_uring|mmap, algorithm.OPTION=...): defaults for tables --memory-budget caches, and for plan "
        "entries with compute_kernel fused_ssd_caching and no cache_params");
   if (!with_dir) return;
   desc.add_options()
@@ -155,15 +155,21 @@ std::string CacheIoBackend(const ShardedTables& tables) {
 void RssSampler::Start() {
   Stop();
   stop_ = false;
-  max_ = CurrentRssBytes();
+  const RssSample first = CurrentRssSample();
+  max_ = first.total;
+  max_without_files_ = first.total - first.file;
   samples_ = 1;
   thread_ = std::thread([this] {
+    const auto raise = [](std::atomic<int64_t>& most, int64_t now) {
+      int64_t seen = most.load();
+      while (now > seen && !most.compare_exchange_weak(seen, now)) {
+      }
+    };
     while (!stop_.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(period_ms_));
-      const int64_t now = CurrentRssBytes();
-      int64_t seen = max_.load();
-      while (now > seen && !max_.compare_exchange_weak(seen, now)) {
-      }
+      const RssSample now = CurrentRssSample();
+      raise(max_, now.total);
+      raise(max_without_files_, now.total - now.file);
       ++samples_;
     }
   });
@@ -174,8 +180,8 @@ void RssSampler::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const std::vector<int64_t>& rss_max,
-                              int64_t budget_bytes, const std::string& cache_dir, const std::string& io) {
+std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const RssMax& rss, int64_t budget_bytes,
+                              const std::string& cache_dir, const std::string& io) {
   if (stats.empty()) return "";
   std::string out = fmt::format("cached tables (rows on files in {}{}):\n", cache_dir,
                                 io.empty() ? "" : ", moved by " + io);
@@ -189,17 +195,26 @@ std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const 
                                         : "",
                        s.params);
   }
-  int64_t worst = 0;
-  for (int64_t b : rss_max) worst = std::max(worst, b);
+  int64_t worst = 0, worst_without_files = 0;
+  for (int64_t b : rss.all) worst = std::max(worst, b);
+  for (int64_t b : rss.without_files) worst_without_files = std::max(worst_without_files, b);
   out += fmt::format("  resident memory, largest sample during the steps: {}{}\n", FormatByteSize(worst),
                      budget_bytes > 0 ? fmt::format(" (memory budget {} per rank)", FormatByteSize(budget_bytes)) : "");
+  if (io == "mmap") {  // the mapped row files' pages count in RSS as they are touched
+    out += fmt::format("  without file-backed pages (the row files mapped by io mmap, which the kernel may drop): {}\n",
+                       FormatByteSize(worst_without_files));
+  }
   return out;
 }
 
-nlohmann::json CacheReportJson(const std::vector<CachedTableStats>& stats, const std::vector<int64_t>& rss_max,
-                               int64_t budget_bytes, const std::string& cache_dir, const std::string& io) {
-  nlohmann::json j = {{"dir", cache_dir}, {"io", io}, {"memory_budget_per_rank", budget_bytes},
-                      {"rss_max_bytes_per_rank", rss_max}, {"tables", nlohmann::json::object()}};
+nlohmann::json CacheReportJson(const std::vector<CachedTableStats>& stats, const RssMax& rss, int64_t budget_bytes,
+                               const std::string& cache_dir, const std::string& io) {
+  nlohmann::json j = {{"dir", cache_dir},
+                      {"io", io},
+                      {"memory_budget_per_rank", budget_bytes},
+                      {"rss_max_bytes_per_rank", rss.all},
+                      {"rss_max_without_files_bytes_per_rank", rss.without_files},
+                      {"tables", nlohmann::json::object()}};
   for (const auto& s : stats) {
     j["tables"][s.table] = {{"lookups", s.lookups},         {"hits", s.hits},
                             {"hit_rate", s.hit_rate()},     {"misses", s.misses},

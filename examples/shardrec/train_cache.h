@@ -76,19 +76,28 @@ class RssSampler {
   void Start();
   void Stop();
   int64_t max_bytes() const { return max_.load(); }
+  // The largest sample of resident memory less its file-backed part (a row
+  // file mapped by io mmap counts in RSS as its pages are touched).
+  int64_t max_without_files_bytes() const { return max_without_files_.load(); }
   int64_t samples() const { return samples_.load(); }
 
  private:
   int period_ms_;
   std::atomic<bool> stop_{false};
-  std::atomic<int64_t> max_{0}, samples_{0};
+  std::atomic<int64_t> max_{0}, max_without_files_{0}, samples_{0};
   std::thread thread_;
 };
 
+// Per rank: its process's largest RSS sample in the steps, and the largest
+// less the file-backed pages (RssSampler).
+struct RssMax {
+  std::vector<int64_t> all, without_files;
+};
+
 // The report's lines (text) and object (--json).
-std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const std::vector<int64_t>& rss_max,
-                              int64_t budget_bytes, const std::string& cache_dir, const std::string& io);
-nlohmann::json CacheReportJson(const std::vector<CachedTableStats>& stats, const std::vector<int64_t>& rss_max,
-                               int64_t budget_bytes, const std::string& cache_dir, const std::string& io);
+std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const RssMax& rss, int64_t budget_bytes,
+                              const std::string& cache_dir, const std::string& io);
+nlohmann::json CacheReportJson(const std::vector<CachedTableStats>& stats, const RssMax& rss, int64_t budget_bytes,
+                               const std::string& cache_dir, const std::string& io);
 
 }  // namespace shardrec::cli

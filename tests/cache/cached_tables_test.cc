@@ -97,6 +97,7 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
     PoolingType pooling;
     bool weighted;
     bool prefetch = false;  // each next batch prefetched on a thread while this one trains
+    std::string io = "auto";  // how the row file moves rows (mmap: copies into a shared mapping)
   };
   std::vector<Case> cases;
   for (const std::string policy : {"lru", "lfu"}) {
@@ -112,13 +113,15 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
   cases.push_back({"lru", "adagrad,lr=0.2", DataType::kFp32, PoolingType::kSum, true});
   cases.push_back({"lru", "adagrad,lr=0.2", DataType::kFp32, PoolingType::kSum, false, true});
   cases.push_back({"lfu", "adam,lr=0.05", DataType::kFp16, PoolingType::kMean, true, true});
+  cases.push_back({"lru", "adagrad,lr=0.2", DataType::kFp32, PoolingType::kSum, false, false, "mmap"});
+  cases.push_back({"lfu", "adam,lr=0.05", DataType::kFp16, PoolingType::kMean, true, true, "mmap"});
   const std::vector<int64_t> rows = {0, 0, 0}, columns = {0, kDim, 2 * kDim};
   int64_t reloads = 0;  // rows written back and loaded again in one batch, over every case
   std::vector<int64_t> all(kRows);
   for (int64_t r = 0; r < kRows; ++r) all[static_cast<size_t>(r)] = r;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.policy + " " + c.optimizer + " " + DataTypeName(c.dtype) + " " + PoolingName(c.pooling) +
-                 (c.weighted ? " weighted" : "") + (c.prefetch ? " prefetch" : ""));
+                 (c.weighted ? " weighted" : "") + (c.prefetch ? " prefetch" : "") + " io " + c.io);
     testing::TempDir dir("cached");
     EmbeddingModuleOptions options;
     options.optimizer = OptimizerSpec::Parse(c.optimizer).value();
@@ -129,7 +132,7 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
     // (A prefetching cache stages up to its overflow's rows: 100 keeps
     // staged rows across steps, so a stale one would be noticed.)
     const CacheParams params{.algorithm = c.policy, .load_factor = 0.2, .prefetch_pipeline = c.prefetch, .ways = 8,
-                             .overflow = c.prefetch ? 100 : 0};
+                             .overflow = c.prefetch ? 100 : 0, .io = c.io};
     auto cached = Cached(tables, options, params, dir.path() / "t0.rows");
     ASSERT_TRUE(cached.ok()) << cached.status().ToString();
     ASSERT_NE(cached->cache(0), nullptr);

@@ -6,11 +6,14 @@
 // write that failed part-way (not marked clean until written again whole),
 // another table's spec, a corrupt or truncated header, a file that is not
 // a row file, and an existing path on Create. The round trip runs on the
-// pool of threads and through io_uring (skipped, saying why, where io_uring
-// cannot be used).
+// pool of threads, through io_uring (skipped, saying why, where io_uring
+// cannot be used) and through a shared mapping (io mmap), which reserves
+// the file's space when made, refusing a file it cannot hold, and whose
+// rows a killed writer leaves as the threads' do.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,8 +56,9 @@ void ExpectRows(const RowFile& f, std::span<const int64_t> rows, const std::vect
   }
 }
 
-// Every test but this one runs on the pool of threads; this one also
-// through io_uring, where this build and the kernel allow it.
+// Every test but this one and the mmap ones runs on the pool of threads;
+// this one also through io_uring, where this build and the kernel allow it,
+// and through a shared mapping.
 class RowFileIo : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RowFileIo, ScatteredWritesAndReadsRoundTripAndReopenAfterSync) {
@@ -106,16 +110,52 @@ TEST_P(RowFileIo, ScatteredWritesAndReadsRoundTripAndReopenAfterSync) {
   }
   ExpectRows(*f, some, Bytes(some, 1));
   EXPECT_EQ(f->counters().rows_read, static_cast<int64_t>(some.size()));
-  EXPECT_EQ(f->io_backend(), io == "threads" ? "4 threads" : "io_uring");
+  EXPECT_EQ(f->io_backend(), io == "threads" ? "4 threads" : io);
 }
 
-INSTANTIATE_TEST_SUITE_P(Io, RowFileIo, ::testing::Values("threads", "io_uring"));
+INSTANTIATE_TEST_SUITE_P(Io, RowFileIo, ::testing::Values("threads", "io_uring", "mmap"));
+
+// io mmap takes the rows' whole space when the file is made (a store into
+// a hole the disk cannot hold would end the process, not fail a call); the
+// threads leave the file sparse. A file the space cannot be taken for is
+// refused, naming it, and not left behind.
+TEST(RowFile, MappedRowsReserveTheirSpaceOrAreRefused) {
+  testing::TempDir dir("rowfile");
+  constexpr int64_t kRows = 100000;  // 4 MB of rows
+  const auto blocks = [](const std::filesystem::path& p) {
+    struct stat st {};
+    EXPECT_EQ(::stat(p.c_str(), &st), 0);
+    return static_cast<int64_t>(st.st_blocks) * 512;
+  };
+  {
+    auto sparse = RowFile::Create(dir.path() / "sparse.rows", Spec(kRows));
+    ASSERT_TRUE(sparse.ok()) << sparse.status().ToString();
+    auto mapped = RowFile::Create(dir.path() / "mapped.rows", Spec(kRows, "t0", "mmap"));
+    ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
+    EXPECT_LT(blocks(dir.path() / "sparse.rows"), kRows * kRowBytes / 4);
+    EXPECT_GE(blocks(dir.path() / "mapped.rows"), kRows * kRowBytes);
+  }
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &before), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = before;
+  small.rlim_cur = 1 << 20;  // the header and the map fit; the rows do not (refused when sized, before the
+                             // reservation: a disk too full for the reservation is not made in a test)
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const auto path = dir.path() / "big.rows";
+  auto refused = RowFile::Create(path, Spec(kRows, "t0", "mmap"));
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &before), 0);
+  std::signal(SIGXFSZ, old_handler);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(path.string()), std::string::npos) << refused.status().message();
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
 
 TEST(RowFile, BadRowsAreRefusedByName) {
   testing::TempDir dir("rowfile");
   auto io = RowFile::Create(dir.path() / "io.rows", Spec(10, "x", "dma"));
   ASSERT_FALSE(io.ok());
-  EXPECT_NE(io.status().message().find("io 'dma' is not auto, io_uring or threads"), std::string::npos)
+  EXPECT_NE(io.status().message().find("io 'dma' is not auto, threads, io_uring or mmap"), std::string::npos)
       << io.status().message();
   auto f = RowFile::Create(dir.path() / "t.rows", Spec(10));
   ASSERT_TRUE(f.ok());
@@ -243,9 +283,16 @@ TEST(RowFile, FilesThatCannotBeTrustedAreRefused) {
 // A child process writes and is killed by SIGKILL: after a change since
 // its last Sync the file is refused; killed right after a Sync, it opens
 // with every synced row.
-TEST(RowFile, AWriterKilledMidRunLeavesAFileThatIsRefused) {
+// A writer killed after a change leaves a file Open refuses; one killed
+// right after Sync leaves every row. The same whether the rows went
+// through the threads' pwritev or the shared mapping's stores.
+class RowFileKilled : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RowFileKilled, AWriterKilledMidRunLeavesAFileThatIsRefused) {
   testing::TempDir dir("rowfile");
   const std::vector<int64_t> rows = {10, 11, 4000};
+  const std::string io = GetParam();
+  const auto Spec = [&io] { return shardrec::Spec(5000, "t0: 6 x float32 + 4 x float32 state", io); };
   for (bool change_after_sync : {true, false}) {
     const auto path = dir.path() / (change_after_sync ? "dirty.rows" : "synced.rows");
     const pid_t child = ::fork();
@@ -270,6 +317,8 @@ TEST(RowFile, AWriterKilledMidRunLeavesAFileThatIsRefused) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Io, RowFileKilled, ::testing::Values("threads", "mmap"));
 
 }  // namespace
 }  // namespace shardrec

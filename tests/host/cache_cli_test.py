@@ -8,7 +8,8 @@ hang together (a bigger cache hits at least as often and reads fewer rows
 from its file; misses bound the rows read; with every row cached the hit
 rate approaches the stream's reuse; a warm pass over a cache that holds
 every row never misses, and warm misses are read back), the row files are
-removed, the rows' numbering (--row-order) changes no hit, and bad input
+removed, the rows' numbering (--row-order) changes no hit, --io mmap moves
+the same rows as the threads, and bad input
 is refused with a message naming it. The probe
 script docs/cache.md quotes (scripts/row_write_probe.py) runs too.
 
@@ -170,6 +171,21 @@ with tempfile.TemporaryDirectory() as d:
         for a, b in zip(seen["runs"], scattered["runs"]):
             expect(f"lru@{a['load_factor']}: a permutation of the rows changes no hit or row moved",
                    all(a[k] == b[k] for k in ("hit_rate", "misses", "rows_read", "rows_written")), str((a, b)))
+    # --io mmap: the rows copied through a shared mapping of the file move
+    # the same rows as the threads' preadv/pwritev, and the probe says so.
+    def moved(io):
+        r = run("--ids", ids, "--load-factors", "0.1", "--policies", "lfu", "--batch", "512", "--dim", "4",
+                "--passes", "2", "--io", io, "--json")
+        expect(f"--io {io} runs", r.returncode == 0, r.stdout + r.stderr)
+        return json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else None
+    threads, mapped = moved("threads"), moved("mmap")
+    if threads and mapped:
+        expect("the JSON names the way rows moved", mapped["io"] == "mmap" and threads["io"] == "8 threads",
+               str((threads["io"], mapped["io"])))
+        expect("mmap and threads: the same hits and rows moved in every pass",
+               [[p[k] for k in ("hit_rate", "rows_read", "rows_written")] for p in threads["runs"][0]["passes"]]
+               == [[p[k] for k in ("hit_rate", "rows_read", "rows_written")] for p in mapped["runs"][0]["passes"]]
+               and mapped["runs"][0]["passes"][1]["rows_read"] > 0, str((threads["runs"], mapped["runs"])))
     r = run("--ids", ids, "--load-factors", "0.1", "--policies", "lru", "--batch", "512", "--dim", "4",
             "--row-order", "scattered")
     expect("the report says how rows were numbered", r.returncode == 0 and "(rows scattered)" in r.stdout,

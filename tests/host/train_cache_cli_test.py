@@ -61,10 +61,13 @@ with tempfile.TemporaryDirectory(prefix="shardrec-train-cache-") as tmp:
 
     cache = d("cache")
     # 1. The budget caches t0 (and nothing that fits); the numbers are the unsharded run's.
-    for comm, sharder in (("local", "table_wise"), ("gloo", "row_wise"), ("local", "table_row_wise")):
-        p = train(cache, "--memory-budget", "400KiB", "--verify", "--json", "--sharder", sharder, comm=comm)
+    # (The last through a shared mapping of its row file, io mmap.)
+    for comm, sharder, io in (("local", "table_wise", "auto"), ("gloo", "row_wise", "auto"),
+                              ("local", "table_row_wise", "auto"), ("local", "table_wise", "mmap")):
+        p = train(cache, "--memory-budget", "400KiB", "--verify", "--json", "--sharder", sharder, comm=comm,
+                  *(["--cache-params", "io=mmap"] if io == "mmap" else []))
         j = report(p)
-        tag = f"{comm} {sharder}"
+        tag = f"{comm} {sharder} io {io}"
         ok = p.returncode == 0 and j is not None
         expect(f"a budget smaller than the tables trains ({tag})", ok, p.stdout + p.stderr)
         if not ok:
@@ -86,6 +89,14 @@ with tempfile.TemporaryDirectory(prefix="shardrec-train-cache-") as tmp:
                and v["max_abs_diff_optimizer_state"] == 0 and (sharder != "table_wise" or v["max_abs_diff_output"] == 0),
                v)
         expect(f"the row files are removed at the end ({tag})", os.listdir(cache) == [], os.listdir(cache))
+        rss, anon = j["cache"]["rss_max_bytes_per_rank"], j["cache"]["rss_max_without_files_bytes_per_rank"]
+        expect(f"resident memory is sampled, with and without file-backed pages ({tag})",
+               j["cache"]["io"] == ("mmap" if io == "mmap" else "8 threads") and len(rss) == len(anon) == 2
+               and all(0 < a <= r for a, r in zip(anon, rss)), j["cache"])
+
+    p = train(cache, "--memory-budget", "400KiB", "--cache-params", "io=mmap")
+    expect("io mmap's report says what its RSS holds", p.returncode == 0 and "moved by mmap" in p.stdout
+           and "without file-backed pages" in p.stdout, p.stdout + p.stderr)
 
     # 1b. Managed collision over a cached table: its evictions reset rows in
     # the cache and on the file; still the unsharded run's.

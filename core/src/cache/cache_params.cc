@@ -54,8 +54,8 @@ Status SetCacheParam(CacheParams& p, const std::string& key, const std::string& 
     SR_ASSIGN_OR_RETURN(const int64_t n, Integer(value, what, 1, 256));
     p.io_threads = static_cast<int>(n);
   } else if (key == "io") {
-    if (value != "auto" && value != "io_uring" && value != "threads") {
-      return InvalidArgumentError(fmt::format("{} '{}': expected auto, io_uring or threads", what, value));
+    if (value != "auto" && value != "io_uring" && value != "threads" && value != "mmap") {
+      return InvalidArgumentError(fmt::format("{} '{}': expected auto, threads, io_uring or mmap", what, value));
     }
     p.io = value;
   } else if (key.starts_with("algorithm.")) {

@@ -5,7 +5,9 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -125,11 +127,17 @@ struct RowFile::State {
   RowFileCounters counters;
   std::unique_ptr<IoPool> pool;
   std::unique_ptr<UringIo> uring;  // null: the pool moves the rows
+  // io "mmap": the rows' region mapped shared; reads and writes are copies
+  // (MapRows). Null otherwise.
+  bool mapped_io = false;
+  std::byte* map = nullptr;
+  size_t map_bytes = 0;
   std::string io_backend;
 
   ~State() {
     pool.reset();  // no transfer in flight while the file goes
     uring.reset();
+    if (map != nullptr) ::munmap(map, map_bytes);
     if (scratch && NamesThisFile()) ::unlink(path.c_str());  // still locked: no one else uses this file
     if (fd >= 0) ::close(fd);
   }
@@ -181,6 +189,11 @@ struct RowFile::State {
   }
   // The way rows move, as the spec asks (RowFileSpec::io).
   Status StartIo(const RowFileSpec& spec) {
+    if (spec.io == "mmap") {  // mapped once the file has its size (MapRows)
+      mapped_io = true;
+      io_backend = "mmap";
+      return Status::Ok();
+    }
     if (spec.io == "io_uring") {
       std::string why;
       uring = UringIo::Create(256, &why);
@@ -192,12 +205,54 @@ struct RowFile::State {
     io_backend = fmt::format("{} threads", spec.io_threads);
     return Status::Ok();
   }
+  // io "mmap": the rows' region mapped shared, every block of it reserved
+  // first. A store into a hole of a mapped file that the disk cannot hold
+  // ends the process (SIGBUS) rather than failing a call, so the space is
+  // taken now, where running out is an error that names the file; a
+  // reservation takes no pass over the disk (unwritten extents).
+  Status MapRows() {
+    if (!mapped_io) return Status::Ok();
+    const int64_t bytes = header.rows * header.row_bytes;
+    if (::fallocate(fd, 0, header.data_offset, bytes) != 0) {
+      const int e = errno;
+      if (e == ENOSPC) {
+        struct statvfs fs {};
+        const double free_gib = ::fstatvfs(fd, &fs) == 0 ? static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize) / (1 << 30) : 0;
+        return Status(SR_RESOURCE_EXHAUSTED,
+                      fmt::format("{}: io mmap reserves the rows' {:.2f} GiB on disk first, and its file system has "
+                                  "{:.2f} GiB free (io threads takes the space only as rows are written)",
+                                  path.string(), static_cast<double>(bytes) / (1 << 30), free_gib));
+      }
+      if (e == EOPNOTSUPP) {
+        return FailedPreconditionError(path.string() + ": io mmap needs a file system that can reserve a file's "
+                                                       "space (fallocate); this one cannot: use io threads");
+      }
+      return Fail("cannot reserve the rows' space for io mmap", e);
+    }
+    void* at = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, header.data_offset);
+    if (at == MAP_FAILED) return Fail("cannot map the rows (io mmap)", errno);
+    map = static_cast<std::byte*>(at);
+    map_bytes = static_cast<size_t>(bytes);
+    return Status::Ok();
+  }
   // Runs of sorted (row, position) pairs with consecutive rows, each one
   // preadv/pwritev request (at most IOV_MAX rows), through the ring or
   // spread over the pool.
   Status Transfer(std::vector<std::pair<int64_t, size_t>> order, std::byte* buffer, bool reading) const {
-    std::sort(order.begin(), order.end());
     const auto row_bytes = static_cast<size_t>(header.row_bytes);
+    if (map != nullptr) {  // copies, in the callers' order: no request to form
+      for (const auto& [row, at] : order) {
+        std::byte* file_row = map + static_cast<size_t>(row) * row_bytes;
+        std::byte* mem_row = buffer + at * row_bytes;
+        if (reading) {
+          std::memcpy(mem_row, file_row, row_bytes);
+        } else {
+          std::memcpy(file_row, mem_row, row_bytes);
+        }
+      }
+      return Status::Ok();
+    }
+    std::sort(order.begin(), order.end());
     std::vector<iovec> iov(order.size());
     std::vector<UringIo::Request> requests;
     for (size_t b = 0; b < order.size();) {
@@ -243,8 +298,8 @@ Status CheckSpec(const std::filesystem::path& path, const RowFileSpec& spec) {
   if (spec.io_threads < 1 || spec.io_threads > 256) {
     return InvalidArgumentError(fmt::format("{}: io_threads {} is outside 1..256", path.string(), spec.io_threads));
   }
-  if (spec.io != "auto" && spec.io != "io_uring" && spec.io != "threads") {
-    return InvalidArgumentError(fmt::format("{}: io '{}' is not auto, io_uring or threads", path.string(), spec.io));
+  if (spec.io != "auto" && spec.io != "io_uring" && spec.io != "threads" && spec.io != "mmap") {
+    return InvalidArgumentError(fmt::format("{}: io '{}' is not auto, threads, io_uring or mmap", path.string(), spec.io));
   }
   return Status::Ok();
 }
@@ -302,6 +357,10 @@ StatusOr<RowFile> RowFile::Create(const std::filesystem::path& path, const RowFi
     return header;
   }
   s->marked_open = true;
+  if (Status mapped = s->MapRows(); !mapped.ok()) {
+    ::unlink(path.c_str());  // the file was this call's
+    return mapped;
+  }
   return RowFile(std::move(s));
 }
 
@@ -375,6 +434,7 @@ StatusOr<RowFile> RowFile::Open(const std::filesystem::path& path, const RowFile
   if (::pread(s->fd, s->written.data(), bitmap_bytes, h.bitmap_offset) != static_cast<ssize_t>(bitmap_bytes)) {
     return s->Fail("cannot read the written-rows map", errno);
   }
+  SR_RETURN_IF_ERROR(s->MapRows());
   return RowFile(std::move(s));
 }
 
@@ -455,6 +515,11 @@ Status RowFile::Sync() {
     return FailedPreconditionError(fmt::format(
         "{}: {} rows of a write that failed part-way have not been written again; the file stays marked open, "
         "so no later run trusts it", s_->path.string(), s_->torn_rows));
+  }
+  // Rows stored through the mapping reach the file as the kernel writes
+  // back its pages; this writes them all now.
+  if (s_->map != nullptr && ::msync(s_->map, s_->map_bytes, MS_SYNC) != 0) {
+    return s_->Fail("cannot write the mapped rows back", errno);
   }
   const auto bitmap_bytes = static_cast<size_t>((rows() + 7) / 8);
   SR_RETURN_IF_ERROR(s_->WriteAt(s_->written.data(), bitmap_bytes, s_->header.bitmap_offset));

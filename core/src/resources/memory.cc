@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -94,6 +95,17 @@ Status CheckMemory(int64_t need, const MemoryLimit& limit, const std::string& wh
 }
 
 int64_t CurrentRssBytes() { return StatusKiB("VmRSS:") * 1024; }
+RssSample CurrentRssSample() {
+  std::ifstream status("/proc/self/status");
+  RssSample s;
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) s.total = std::atoll(line.c_str() + 6) * 1024;
+    if (line.rfind("RssFile:", 0) == 0) s.file = std::atoll(line.c_str() + 8) * 1024;
+  }
+  s.file = std::min(s.file, s.total);
+  return s;
+}
 int64_t PeakRssBytes() { return StatusKiB("VmHWM:") * 1024; }
 
 bool ResetPeakRss() {

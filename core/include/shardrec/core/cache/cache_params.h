@@ -42,7 +42,7 @@ struct CacheParams {
   // overflow).
   bool overflow_from_step = false;
   int io_threads = 8;    // row-file reads and writes in flight (the pool of threads)
-  std::string io = "auto";  // auto (= threads) | threads | io_uring (RowFileSpec::io)
+  std::string io = "auto";  // auto (= threads) | threads | io_uring | mmap (RowFileSpec::io)
 };
 
 // "algorithm=lfu,load_factor=0.1,ways=16": the fields above by name;

@@ -19,7 +19,7 @@
 //
 // I/O: each batch's runs of adjacent rows go out as preadv/pwritev
 // requests, spread over a pool of I/O threads, or through one io_uring
-// (liburing, uring_io.h) when asked.
+// (liburing, uring_io.h), or as copies into a shared mapping, when asked.
 // A file is locked (flock) while open: a second RowFile on it, in this
 // process or another, is refused.
 // Not thread-safe: one caller at a time (its reads and writes use the pool).
@@ -46,8 +46,13 @@ struct RowFileSpec {
   int io_threads = 8;  // reads and writes in flight at once (1..256)
   // How: "threads" or "auto" (the pool of io_threads threads), or
   // "io_uring" (one ring; refused, saying why, when this build has no
-  // liburing or the kernel does not allow io_uring). auto is the pool: on
-  // page-cached files it measured faster than io_uring (docs/cache.md).
+  // liburing or the kernel does not allow io_uring), or "mmap" (copies
+  // into a shared mapping of the rows: no system call a row, fastest where
+  // the page cache holds the file; the file's whole size is reserved on
+  // disk when it is made or opened, its pages count in the process's RSS,
+  // and a read the device fails stops the process with SIGBUS). auto is the
+  // pool: on page-cached files it measured faster than io_uring
+  // (docs/cache.md).
   std::string io = "auto";
 };
 
@@ -77,7 +82,7 @@ class RowFile {
   int64_t rows() const;
   int64_t row_bytes() const;
   const std::filesystem::path& path() const;
-  // What moves the rows: "io_uring", or "8 threads".
+  // What moves the rows: "io_uring", "mmap", or "8 threads".
   const std::string& io_backend() const;
   bool Written(int64_t row) const;
   const RowFileCounters& counters() const;
