@@ -156,15 +156,17 @@ with tempfile.TemporaryDirectory() as d:
             expect("a warm pass misses and reads its misses back", 0 < p["rows_read"] <= p["misses"]
                    and p["rows_written"] > 0, str(p))
 
+    # One run's --json report, or None (a failure recorded as `name`).
+    def report(name, *args):
+        r = run("--ids", ids, "--batch", "512", "--dim", "4", *args, "--json")
+        expect(name, r.returncode == 0, r.stdout + r.stderr)
+        return json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else None
+
     # --row-order scattered: the same rows under a fixed permutation. In one
     # fully associative set the cache cannot tell (same hit rates, rows
     # moved), and the first-seen numbering puts the hottest id at row 0.
-    def one(order):
-        r = run("--ids", ids, "--load-factors", "0.05,1", "--policies", "lru", "--batch", "512", "--dim", "4",
-                "--ways", "1024", "--row-order", order, "--json")
-        expect(f"--row-order {order} runs", r.returncode == 0, r.stdout + r.stderr)
-        return json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else None
-    seen, scattered = one("first-seen"), one("scattered")
+    seen, scattered = (report(f"--row-order {order} runs", "--load-factors", "0.05,1", "--policies", "lru",
+                              "--ways", "1024", "--row-order", order) for order in ("first-seen", "scattered"))
     if seen and scattered:
         expect("the JSON names the row order", seen["row_order"] == "first-seen"
                and scattered["row_order"] == "scattered", str((seen["row_order"], scattered["row_order"])))
@@ -173,12 +175,8 @@ with tempfile.TemporaryDirectory() as d:
                    all(a[k] == b[k] for k in ("hit_rate", "misses", "rows_read", "rows_written")), str((a, b)))
     # --io mmap: the rows copied through a shared mapping of the file move
     # the same rows as the threads' preadv/pwritev, and the probe says so.
-    def moved(io):
-        r = run("--ids", ids, "--load-factors", "0.1", "--policies", "lfu", "--batch", "512", "--dim", "4",
-                "--passes", "2", "--io", io, "--json")
-        expect(f"--io {io} runs", r.returncode == 0, r.stdout + r.stderr)
-        return json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else None
-    threads, mapped = moved("threads"), moved("mmap")
+    threads, mapped = (report(f"--io {io} runs", "--load-factors", "0.1", "--policies", "lfu", "--passes", "2",
+                              "--io", io) for io in ("threads", "mmap"))
     if threads and mapped:
         expect("the JSON names the way rows moved", mapped["io"] == "mmap" and threads["io"] == "8 threads",
                str((threads["io"], mapped["io"])))
