@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <random>
 #include <set>
@@ -247,6 +248,51 @@ TEST_F(CacheDirectoryTest, ARefusedBatchLeavesTheDirectoryAsATwinThatNeverSawIt)
     EXPECT_EQ(dir.counters().evictions, twin.counters().evictions);
     EXPECT_EQ(dir.counters().write_backs, twin.counters().write_backs);
   }
+}
+
+// Given the table's rows, a directory finds slots through an array by row
+// (smaller than the hashed index once it caches more than an eighth of
+// them); it decides every batch, a refused one included, as the hashed
+// directory does, and refuses an id past the rows.
+TEST_F(CacheDirectoryTest, AnArrayByRowDecidesAsTheHashedIndexDoes) {
+  constexpr int64_t kRows = 1000;
+  for (const std::string policy : {"lru", "lfu"}) {
+    SCOPED_TRACE(policy);
+    auto by_row = CacheDirectory::Create(registry_, policy, {}, {.slots = 256, .ways = 8, .overflow = 40, .rows = kRows});
+    auto hashed = CacheDirectory::Create(registry_, policy, {}, {.slots = 256, .ways = 8, .overflow = 40});
+    ASSERT_TRUE(by_row.ok() && hashed.ok());
+    EXPECT_LT(by_row->bytes(), hashed->bytes()) << "4 bytes a row against 32 a slot";
+    std::mt19937_64 rng(11);
+    int refusals = 0;
+    for (int batch = 0; batch < 60; ++batch) {
+      std::vector<int64_t> ids(batch == 30 ? 600 : 80);  // batch 30 overflows: refused by both
+      for (auto& id : ids) id = static_cast<int64_t>(std::min<double>(kRows - 1, std::exp(std::uniform_real_distribution<>(0, 6.9)(rng))));
+      auto a = by_row->Assign(ids);
+      auto b = hashed->Assign(ids);
+      ASSERT_EQ(a.ok(), b.ok()) << batch;
+      if (!a.ok()) {
+        EXPECT_EQ(batch, 30);
+        ++refusals;
+        continue;
+      }
+      EXPECT_EQ(a->slots, b->slots) << batch;
+      EXPECT_EQ(a->load.ids, b->load.ids) << batch;
+      EXPECT_EQ(a->write_back.ids, b->write_back.ids) << batch;
+      by_row->MarkDirty(a->slots);
+      hashed->MarkDirty(b->slots);
+    }
+    EXPECT_EQ(refusals, 1) << "the batch of 600 ids fits neither";
+    for (int64_t id = 0; id < kRows; ++id) ASSERT_EQ(by_row->SlotOf(id), hashed->SlotOf(id)) << id;
+    EXPECT_EQ(by_row->counters().evictions, hashed->counters().evictions);
+    EXPECT_GT(by_row->counters().evictions, 0);
+    EXPECT_EQ(by_row->SlotOf(kRows), -1);
+    const std::vector<int64_t> past = {3, kRows};
+    auto refused = by_row->Assign(past);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("id 1000 is not a row of its 1000"), std::string::npos)
+        << refused.status().message();
+  }
+  EXPECT_FALSE(CacheDirectory::Create(registry_, "lru", {}, {.slots = 8, .rows = -1}).ok());
 }
 
 TEST_F(CacheDirectoryTest, ARepeatedIdSharesOneSlotAndIsLoadedOnce) {

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "../managed_collision/id_slot_index.h"
+#include "row_slot_map.h"
 #include "shardrec/core/managed_collision/id_hash.h"
 #include "shardrec/core/plugin_objects.h"
 
@@ -40,7 +41,12 @@ struct CacheDirectory::State {
   std::vector<Use> uses;     // per slot
   std::vector<Row> rows;     // per slot
   std::vector<int64_t> metadata;  // [capacity, columns]
+  // id -> slot: an array by row where the rows are known and that is the
+  // smaller (`direct`), else managed collision's hashed index.
   mc::IdSlotIndex index;
+  RowSlotMap by_row;
+  bool direct = false;
+  int64_t id_limit = 0;  // ids are below it (0: unbounded)
   int64_t batch = 0;
   std::vector<int64_t> overflow_held;  // overflow slots holding last batch's ids
   CacheCounters counters;
@@ -72,6 +78,35 @@ struct CacheDirectory::State {
   std::vector<Taken> taken;
 
   explicit State(EvictionPolicy p) : policy(std::move(p)) {}
+  int64_t Find(int64_t id) const { return direct ? by_row.Find(id) : index.Find(id); }
+  void FindMany(std::span<const int64_t> batch_ids, int64_t* slots) const {
+    if (direct) {
+      by_row.FindMany(batch_ids, slots);
+    } else {
+      index.FindMany(batch_ids, slots);
+    }
+  }
+  [[gnu::always_inline]] void PrefetchIndex(int64_t id) const {
+    if (direct) {
+      by_row.Prefetch(id);
+    } else {
+      index.Prefetch(id);
+    }
+  }
+  void Index(int64_t id, int64_t slot) {
+    if (direct) {
+      by_row.Insert(id, slot);
+    } else {
+      index.Insert(id, slot);
+    }
+  }
+  void Unindex(int64_t id) {
+    if (direct) {
+      by_row.Erase(id);
+    } else {
+      index.Erase(id);
+    }
+  }
   int64_t capacity() const { return sets * ways + overflow; }
   int64_t SetOf(int64_t id) const {
     // The index homes ids by Fmix64's low bits; sets use its high bits.
@@ -86,8 +121,8 @@ struct CacheDirectory::State {
     }
   }
   void Undo() {
-    for (auto it = inserted.rbegin(); it != inserted.rend(); ++it) index.Erase(it->first);
-    for (auto it = erased.rbegin(); it != erased.rend(); ++it) index.Insert(it->first, it->second);
+    for (auto it = inserted.rbegin(); it != inserted.rend(); ++it) Unindex(it->first);
+    for (auto it = erased.rbegin(); it != erased.rend(); ++it) Index(it->first, it->second);
     auto meta = saved_metadata.end();
     for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
       const auto u = static_cast<size_t>(it->slot);
@@ -127,7 +162,7 @@ struct CacheDirectory::State {
       plan.write_back.ids.push_back(id);
       plan.write_back.slots.push_back(slot);
     }
-    index.Erase(id);
+    Unindex(id);
     erased.emplace_back(id, slot);
     ids[u] = -1;
     uses[u] = Use{};
@@ -206,9 +241,21 @@ StatusOr<CacheDirectory> CacheDirectory::Create(const PluginRegistry& registry, 
   s->uses.assign(static_cast<size_t>(s->capacity()), Use{});
   s->rows.assign(static_cast<size_t>(s->capacity()), Row::kFree);
   s->metadata.assign(static_cast<size_t>(s->capacity() * s->columns), 0);
+  if (config.rows < 0 || config.rows > (int64_t{1} << 40)) {
+    return InvalidArgumentError(fmt::format("row cache: {} rows is outside 0..2^40", config.rows));
+  }
+  s->id_limit = config.rows;
   // Half full at most (not managed collision's quarter): a cache of
   // millions of rows weighs its bookkeeping against the rows it could hold.
-  s->index = mc::IdSlotIndex(s->capacity(), 2);
+  // An array by row instead where it is the smaller (4 bytes a row against
+  // 16 an entry at twice the slots: more than an eighth of the rows cached).
+  const auto index_bytes = static_cast<int64_t>(mc::IdIndexEntries(s->capacity(), 2) * 16);
+  s->direct = config.rows > 0 && config.rows * 4 <= index_bytes && s->capacity() < (int64_t{1} << 31);
+  if (s->direct) {
+    s->by_row = RowSlotMap(config.rows);
+  } else {
+    s->index = mc::IdSlotIndex(s->capacity(), 2);
+  }
   return CacheDirectory(std::move(s));
 }
 
@@ -217,15 +264,21 @@ int64_t CacheDirectory::set_slots() const { return s_->sets * s_->ways; }
 int64_t CacheDirectory::ways() const { return s_->ways; }
 int64_t CacheDirectory::bytes() const {
   return static_cast<int64_t>(s_->ids.size() * (sizeof(int64_t) + sizeof(Use) + sizeof(Row)) +
-                              s_->metadata.size() * sizeof(int64_t) + s_->index.bytes());
+                              s_->metadata.size() * sizeof(int64_t) + s_->index.bytes() + s_->by_row.bytes());
 }
 const CacheCounters& CacheDirectory::counters() const { return s_->counters; }
-int64_t CacheDirectory::SlotOf(int64_t id) const { return s_->index.Find(id); }
+int64_t CacheDirectory::SlotOf(int64_t id) const {
+  if (id < 0 || (s_->id_limit > 0 && id >= s_->id_limit)) return -1;
+  return s_->Find(id);
+}
 
 StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> ids) {
   State& s = *s_;
   for (int64_t id : ids) {
     if (id < 0) return InvalidArgumentError(fmt::format("row cache: id {} is negative", id));
+    if (s.id_limit > 0 && id >= s.id_limit) {
+      return InvalidArgumentError(fmt::format("row cache: id {} is not a row of its {}", id, s.id_limit));
+    }
   }
   s.saved.clear();
   s.hits_saved.clear();
@@ -247,7 +300,7 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
   for (int64_t slot : s.overflow_held) s.Release(slot, plan);
   s.overflow_held.clear();
   plan.slots.resize(ids.size());
-  s.index.FindMany(ids, plan.slots.data());  // prefetched lookups, many misses in flight
+  s.FindMany(ids, plan.slots.data());  // prefetched lookups, many misses in flight
   // Hits: one access each per batch (a repeat is no second access).
   s.misses.clear();
   constexpr size_t kAhead = 16;  // hits' slots are scattered: bring each toward the cache early
@@ -274,7 +327,7 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
     if (k + kAhead < s.misses.size()) {  // the set's first line, and the index entry the insert writes
       const int64_t ahead = ids[s.misses[k + kAhead]];
       __builtin_prefetch(&s.ids[static_cast<size_t>(s.SetOf(ahead) * s.ways)]);
-      s.index.Prefetch(ahead);
+      s.PrefetchIndex(ahead);
     }
     const size_t i = s.misses[k];
     const int64_t id = ids[i];
@@ -305,7 +358,7 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
     s.ids[static_cast<size_t>(slot)] = id;
     s.uses[static_cast<size_t>(slot)] = Use{1, s.batch};
     s.rows[static_cast<size_t>(slot)] = Row::kClean;
-    s.index.Insert(id, slot);
+    s.Index(id, slot);
     s.inserted.emplace_back(id, slot);
     s.Take(id, slot, plan.load.ids.size());
     plan.slots[i] = slot;
@@ -349,6 +402,7 @@ void CacheDirectory::Clear() {
   std::fill(s_->rows.begin(), s_->rows.end(), Row::kFree);
   std::fill(s_->metadata.begin(), s_->metadata.end(), 0);
   s_->index.Clear();
+  s_->by_row.Clear();
   s_->overflow_held.clear();
 }
 

@@ -273,7 +273,7 @@ StatusOr<CacheDirectory> TableCache::MakeDirectory(const PluginRegistry& registr
       1, static_cast<int64_t>(std::ceil(params.load_factor * static_cast<double>(table.num_embeddings))));
   auto dir = CacheDirectory::Create(registry, params.algorithm, params.algorithm_options,
                                     {.slots = std::min(want, table.num_embeddings), .ways = params.ways,
-                                     .overflow = params.overflow});
+                                     .overflow = params.overflow, .rows = table.num_embeddings});
   if (!dir.ok()) return dir.status().WithContext("table '" + table.name + "': its cache");
   return dir;
 }

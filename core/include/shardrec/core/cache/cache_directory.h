@@ -30,6 +30,11 @@ struct CacheDirectoryConfig {
   int64_t slots = 0;     // cached rows; rounded up to whole sets
   int64_t ways = 32;     // slots per set, 1..1024
   int64_t overflow = 0;  // slots for one batch's ids beyond a full set (0: 2 x ways)
+  // Ids are rows below this (0: any non-negative id). Known, it lets the
+  // directory find slots through an array indexed by row when that is
+  // smaller than a hashed index (a cache of more than an eighth of the
+  // rows); an id at or past it is refused.
+  int64_t rows = 0;
 };
 
 // Per id looked up: misses are the rows brought in.
