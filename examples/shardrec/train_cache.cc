@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "shardrec/core/resources/memory.h"
 #include "shardrec/core/text/byte_size.h"
@@ -146,10 +147,14 @@ StatusOr<std::vector<CachedTableStats>> GatherCacheStats(const ProcessGroup& gro
 }
 
 std::string CacheIoBackend(const ShardedTables& tables) {
+  std::vector<std::string> seen;  // each backend once, in the pieces' order (plans may mix them)
   for (size_t p = 0; p < tables.shards().size(); ++p) {
-    if (const TableCache* cache = tables.shards().cache(p)) return cache->io_backend();
+    const TableCache* cache = tables.shards().cache(p);
+    if (cache != nullptr && std::find(seen.begin(), seen.end(), cache->io_backend()) == seen.end()) {
+      seen.push_back(cache->io_backend());
+    }
   }
-  return "";
+  return fmt::format("{}", fmt::join(seen, ", "));
 }
 
 void RssSampler::Start() {
@@ -157,7 +162,7 @@ void RssSampler::Start() {
   stop_ = false;
   const RssSample first = CurrentRssSample();
   max_ = first.total;
-  max_without_files_ = first.total - first.file;
+  max_without_files_ = first.total - first.files;
   samples_ = 1;
   thread_ = std::thread([this] {
     const auto raise = [](std::atomic<int64_t>& most, int64_t now) {
@@ -169,7 +174,7 @@ void RssSampler::Start() {
       std::this_thread::sleep_for(std::chrono::milliseconds(period_ms_));
       const RssSample now = CurrentRssSample();
       raise(max_, now.total);
-      raise(max_without_files_, now.total - now.file);
+      raise(max_without_files_, now.total - now.files);
       ++samples_;
     }
   });
@@ -200,8 +205,9 @@ std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const 
   for (int64_t b : rss.without_files) worst_without_files = std::max(worst_without_files, b);
   out += fmt::format("  resident memory, largest sample during the steps: {}{}\n", FormatByteSize(worst),
                      budget_bytes > 0 ? fmt::format(" (memory budget {} per rank)", FormatByteSize(budget_bytes)) : "");
-  if (io == "mmap") {  // the mapped row files' pages count in RSS as they are touched
-    out += fmt::format("  without file-backed pages (the row files mapped by io mmap, which the kernel may drop): {}\n",
+  if (io.find("mmap") != std::string::npos) {  // the mapped row files' pages count in RSS as they are touched
+    out += fmt::format("  without mapped files' pages (the row files io mmap maps, the binary and its libraries; the "
+                       "kernel may drop them): {}\n",
                        FormatByteSize(worst_without_files));
   }
   return out;

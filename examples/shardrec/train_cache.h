@@ -76,8 +76,9 @@ class RssSampler {
   void Start();
   void Stop();
   int64_t max_bytes() const { return max_.load(); }
-  // The largest sample of resident memory less its file-backed part (a row
-  // file mapped by io mmap counts in RSS as its pages are touched).
+  // The largest sample of resident memory less its mapped files' pages
+  // (RssSample::files: a row file mapped by io mmap counts in RSS as its
+  // pages are touched).
   int64_t max_without_files_bytes() const { return max_without_files_.load(); }
   int64_t samples() const { return samples_.load(); }
 

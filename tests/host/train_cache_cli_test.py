@@ -96,7 +96,7 @@ with tempfile.TemporaryDirectory(prefix="shardrec-train-cache-") as tmp:
 
     p = train(cache, "--memory-budget", "400KiB", "--cache-params", "io=mmap")
     expect("io mmap's report says what its RSS holds", p.returncode == 0 and "moved by mmap" in p.stdout
-           and "without file-backed pages" in p.stdout, p.stdout + p.stderr)
+           and "without mapped files' pages" in p.stdout, p.stdout + p.stderr)
 
     # 1b. Managed collision over a cached table: its evictions reset rows in
     # the cache and on the file; still the unsharded run's.

@@ -248,7 +248,8 @@ StatusOr<CacheDirectory> CacheDirectory::Create(const PluginRegistry& registry, 
   // Half full at most (not managed collision's quarter): a cache of
   // millions of rows weighs its bookkeeping against the rows it could hold.
   // An array by row instead where it is the smaller (4 bytes a row against
-  // 16 an entry at twice the slots: more than an eighth of the rows cached).
+  // 16 an entry at 2 to 4 entries a slot: a sixteenth to an eighth of the
+  // rows cached, or more, by how the index's power of two falls).
   const auto index_bytes = static_cast<int64_t>(mc::IdIndexEntries(s->capacity(), 2) * 16);
   s->direct = config.rows > 0 && config.rows * 4 <= index_bytes && s->capacity() < (int64_t{1} << 31);
   if (s->direct) {

@@ -130,14 +130,15 @@ struct RowFile::State {
   // io "mmap": the rows' region mapped shared; reads and writes are copies
   // (MapRows). Null otherwise.
   bool mapped_io = false;
-  std::byte* map = nullptr;
-  size_t map_bytes = 0;
+  std::byte* map = nullptr;        // row 0
+  std::byte* map_start = nullptr;  // the mapping: from the page holding row 0
+  size_t map_bytes = 0;            // from map_start
   std::string io_backend;
 
   ~State() {
     pool.reset();  // no transfer in flight while the file goes
     uring.reset();
-    if (map != nullptr) ::munmap(map, map_bytes);
+    if (map_start != nullptr) ::munmap(map_start, map_bytes);
     if (scratch && NamesThisFile()) ::unlink(path.c_str());  // still locked: no one else uses this file
     if (fd >= 0) ::close(fd);
   }
@@ -209,11 +210,16 @@ struct RowFile::State {
   // first. A store into a hole of a mapped file that the disk cannot hold
   // ends the process (SIGBUS) rather than failing a call, so the space is
   // taken now, where running out is an error that names the file; a
-  // reservation takes no pass over the disk (unwritten extents).
+  // reservation takes no pass over the disk (unwritten extents). (A
+  // copy-on-write file system, e.g. btrfs with snapshots, may still need
+  // new blocks for an overwrite: there a full disk can still stop it.)
   Status MapRows() {
     if (!mapped_io) return Status::Ok();
     const int64_t bytes = header.rows * header.row_bytes;
-    if (::fallocate(fd, 0, header.data_offset, bytes) != 0) {
+    int reserved = 0;
+    while ((reserved = ::fallocate(fd, 0, header.data_offset, bytes)) != 0 && errno == EINTR) {
+    }
+    if (reserved != 0) {
       const int e = errno;
       if (e == ENOSPC) {
         struct statvfs fs {};
@@ -229,10 +235,16 @@ struct RowFile::State {
       }
       return Fail("cannot reserve the rows' space for io mmap", e);
     }
-    void* at = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, header.data_offset);
+    // A mapping starts on a page of the system's size (4 KiB here, 16 or 64
+    // KiB on some kernels), which the rows' 4 KiB-aligned offset may not be.
+    const auto page = static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+    const int64_t start = page > 0 ? header.data_offset / page * page : header.data_offset;
+    const auto skip = static_cast<size_t>(header.data_offset - start);
+    void* at = ::mmap(nullptr, skip + static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, start);
     if (at == MAP_FAILED) return Fail("cannot map the rows (io mmap)", errno);
-    map = static_cast<std::byte*>(at);
-    map_bytes = static_cast<size_t>(bytes);
+    map_start = static_cast<std::byte*>(at);
+    map_bytes = skip + static_cast<size_t>(bytes);
+    map = map_start + skip;
     return Status::Ok();
   }
   // Runs of sorted (row, position) pairs with consecutive rows, each one
@@ -518,7 +530,7 @@ Status RowFile::Sync() {
   }
   // Rows stored through the mapping reach the file as the kernel writes
   // back its pages; this writes them all now.
-  if (s_->map != nullptr && ::msync(s_->map, s_->map_bytes, MS_SYNC) != 0) {
+  if (s_->map_start != nullptr && ::msync(s_->map_start, s_->map_bytes, MS_SYNC) != 0) {
     return s_->Fail("cannot write the mapped rows back", errno);
   }
   const auto bitmap_bytes = static_cast<size_t>((rows() + 7) / 8);

@@ -1,10 +1,10 @@
 // RowSlotMap: row -> slot of a row cache, as one array indexed by row (-1:
 // not cached). The directory's alternative to managed collision's hashed
 // IdSlotIndex when the table's rows are known and few enough: 4 bytes a row
-// against the index's 32 a slot (16-byte entries, half full), so it is the
-// smaller of the two whenever the cache holds more than an eighth of the
-// rows, and a lookup is one load from an array an eighth the size, with no
-// probe. CacheDirectory picks whichever is smaller (cache_directory.cc).
+// against the index's 16 an entry at 2 to 4 entries a slot (at most half
+// full, a power of two), so it is the smaller of the two once the cache
+// holds a sixteenth to an eighth of the rows, and a lookup is one load with
+// no probe. CacheDirectory picks whichever is smaller (cache_directory.cc).
 #pragma once
 
 #include <algorithm>

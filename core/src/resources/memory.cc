@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -101,9 +102,10 @@ RssSample CurrentRssSample() {
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind("VmRSS:", 0) == 0) s.total = std::atoll(line.c_str() + 6) * 1024;
-    if (line.rfind("RssFile:", 0) == 0) s.file = std::atoll(line.c_str() + 8) * 1024;
+    if (line.rfind("RssFile:", 0) == 0) s.files += std::atoll(line.c_str() + 8) * 1024;
+    if (line.rfind("RssShmem:", 0) == 0) s.files += std::atoll(line.c_str() + 9) * 1024;
   }
-  s.file = std::min(s.file, s.total);
+  s.files = std::min(s.files, s.total);
   return s;
 }
 int64_t PeakRssBytes() { return StatusKiB("VmHWM:") * 1024; }

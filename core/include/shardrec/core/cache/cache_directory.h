@@ -32,7 +32,7 @@ struct CacheDirectoryConfig {
   int64_t overflow = 0;  // slots for one batch's ids beyond a full set (0: 2 x ways)
   // Ids are rows below this (0: any non-negative id). Known, it lets the
   // directory find slots through an array indexed by row when that is
-  // smaller than a hashed index (a cache of more than an eighth of the
+  // no larger than a hashed index (a cache of a sixteenth to an eighth of the
   // rows); an id at or past it is refused.
   int64_t rows = 0;
 };

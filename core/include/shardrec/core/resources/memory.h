@@ -41,12 +41,12 @@ Status CheckMemory(int64_t need, const MemoryLimit& limit, const std::string& wh
 // ResetPeakRss (which writes 5 to /proc/self/clear_refs; false when the
 // kernel refuses, and the peak then counts from the start).
 int64_t CurrentRssBytes();
-// Resident memory now and the part of it that maps files (RssFile: the
-// binary, its libraries, and any file mapped, such as a row file moved by
-// io mmap, which the kernel may drop and read again rather than swap),
-// from one reading, so that file <= total.
+// Resident memory now and the part of it that maps files (RssFile, and
+// RssShmem for files on a tmpfs: the binary, its libraries, and any file
+// mapped, such as a row file moved by io mmap; pages the kernel may drop
+// and read again rather than swap), from one reading, so files <= total.
 struct RssSample {
-  int64_t total = 0, file = 0;
+  int64_t total = 0, files = 0;
 };
 RssSample CurrentRssSample();
 int64_t PeakRssBytes();
