@@ -129,7 +129,6 @@ struct RowFile::State {
   std::unique_ptr<UringIo> uring;  // null: the pool moves the rows
   // io "mmap": the rows' region mapped shared; reads and writes are copies
   // (MapRows). Null otherwise.
-  bool mapped_io = false;
   std::byte* map = nullptr;        // row 0
   std::byte* map_start = nullptr;  // the mapping: from the page holding row 0
   size_t map_bytes = 0;            // from map_start
@@ -191,7 +190,6 @@ struct RowFile::State {
   // The way rows move, as the spec asks (RowFileSpec::io).
   Status StartIo(const RowFileSpec& spec) {
     if (spec.io == "mmap") {  // mapped once the file has its size (MapRows)
-      mapped_io = true;
       io_backend = "mmap";
       return Status::Ok();
     }
@@ -213,8 +211,8 @@ struct RowFile::State {
   // reservation takes no pass over the disk (unwritten extents). (A
   // copy-on-write file system, e.g. btrfs with snapshots, may still need
   // new blocks for an overwrite: there a full disk can still stop it.)
-  Status MapRows() {
-    if (!mapped_io) return Status::Ok();
+  Status MapRows(const RowFileSpec& spec) {
+    if (spec.io != "mmap") return Status::Ok();
     const int64_t bytes = header.rows * header.row_bytes;
     int reserved = 0;
     while ((reserved = ::fallocate(fd, 0, header.data_offset, bytes)) != 0 && errno == EINTR) {
@@ -369,7 +367,7 @@ StatusOr<RowFile> RowFile::Create(const std::filesystem::path& path, const RowFi
     return header;
   }
   s->marked_open = true;
-  if (Status mapped = s->MapRows(); !mapped.ok()) {
+  if (Status mapped = s->MapRows(spec); !mapped.ok()) {
     ::unlink(path.c_str());  // the file was this call's
     return mapped;
   }
@@ -446,7 +444,7 @@ StatusOr<RowFile> RowFile::Open(const std::filesystem::path& path, const RowFile
   if (::pread(s->fd, s->written.data(), bitmap_bytes, h.bitmap_offset) != static_cast<ssize_t>(bitmap_bytes)) {
     return s->Fail("cannot read the written-rows map", errno);
   }
-  SR_RETURN_IF_ERROR(s->MapRows());
+  SR_RETURN_IF_ERROR(s->MapRows(spec));
   return RowFile(std::move(s));
 }
 

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "shardrec/core/text/byte_size.h"
 
@@ -13,14 +15,20 @@ namespace shardrec {
 
 namespace {
 // A "Key:   N kB" line of /proc/self/status, in KiB (0 when absent).
-int64_t StatusKiB(const std::string& key) {
+// Several such lines from one reading of the file, in the keys' order.
+template <size_t N>
+std::array<int64_t, N> StatusKiBs(const std::array<std::string_view, N>& keys) {
+  std::array<int64_t, N> out{};
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line)) {
-    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + key.size());
+    for (size_t k = 0; k < N; ++k) {
+      if (line.rfind(keys[k], 0) == 0) out[k] = std::atoll(line.c_str() + keys[k].size());
+    }
   }
-  return 0;
+  return out;
 }
+int64_t StatusKiB(std::string_view key) { return StatusKiBs<1>({key})[0]; }
 }  // namespace
 
 namespace {
@@ -97,16 +105,8 @@ Status CheckMemory(int64_t need, const MemoryLimit& limit, const std::string& wh
 
 int64_t CurrentRssBytes() { return StatusKiB("VmRSS:") * 1024; }
 RssSample CurrentRssSample() {
-  std::ifstream status("/proc/self/status");
-  RssSample s;
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) s.total = std::atoll(line.c_str() + 6) * 1024;
-    if (line.rfind("RssFile:", 0) == 0) s.files += std::atoll(line.c_str() + 8) * 1024;
-    if (line.rfind("RssShmem:", 0) == 0) s.files += std::atoll(line.c_str() + 9) * 1024;
-  }
-  s.files = std::min(s.files, s.total);
-  return s;
+  const auto [rss, file, shmem] = StatusKiBs<3>({"VmRSS:", "RssFile:", "RssShmem:"});
+  return {rss * 1024, std::min(file + shmem, rss) * 1024};
 }
 int64_t PeakRssBytes() { return StatusKiB("VmHWM:") * 1024; }
 
