@@ -7,7 +7,9 @@
 //   batch does not hold (ties: the later way);
 // - a set full of one batch's ids sends the rest to overflow slots, held
 //   for that batch only; a batch that does not fit is refused with the
-//   fix, and a refused batch or a failing policy changes nothing.
+//   fix, and a refused batch or a failing policy changes nothing;
+// - a batch's misses decided in parts on threads make the plan one pass
+//   in batch order makes, entry for entry.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -325,7 +327,8 @@ TEST_F(CacheDirectoryTest, AFailingPolicyChangesNothing) {
     if (ref.library->path() == std::filesystem::absolute(lib)) name = ref.name();
   }
   ASSERT_FALSE(name.empty());
-  auto dir = CacheDirectory::Create(registry_, name, {}, {.slots = 4, .ways = 4});
+  // The parts on threads, each with a handle of its own: the same.
+  auto dir = CacheDirectory::Create(registry_, name, {}, {.slots = 4, .ways = 4, .parts = 4, .parallel_from = 0});
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   const std::vector<int64_t> first = {1, 2, 3, 4};  // free ways: the policy is not asked
   ASSERT_TRUE(dir->Assign(first).ok());
@@ -340,8 +343,74 @@ TEST_F(CacheDirectoryTest, AFailingPolicyChangesNothing) {
   ASSERT_TRUE(hits.ok());
   EXPECT_TRUE(hits->load.ids.empty());
   EXPECT_FALSE(CacheDirectory::Create(registry_, "lru", {}, {.slots = 0}).ok());
+  EXPECT_FALSE(CacheDirectory::Create(registry_, "lru", {}, {.slots = 8, .parts = 0}).ok());
   EXPECT_FALSE(CacheDirectory::Create(registry_, "lru", {}, {.slots = 8, .ways = 0}).ok());
   EXPECT_FALSE(CacheDirectory::Create(registry_, "nosuch", {}, {.slots = 8}).ok());
+}
+
+// The misses of a batch are decided in parts (by set) on threads. One part
+// is the single pass in batch order; three parts in turn on one thread and
+// eight on threads must make the same plans entry for entry, the same
+// refusals, counters and slots, over batches with many misses, repeats,
+// overflow and write-backs, with the hashed index and the array by row.
+TEST_F(CacheDirectoryTest, ThePartsOnThreadsDecideAsOnePassInBatchOrder) {
+  constexpr int64_t kRows = 20000;
+  for (const std::string policy : {"lru", "lfu"}) {
+    for (const int64_t rows : {int64_t{0}, kRows}) {
+      SCOPED_TRACE(policy + (rows > 0 ? ", array by row" : ", hashed index"));
+      auto config = [&](int64_t parts, int64_t from) {
+        return CacheDirectoryConfig{.slots = 1024, .ways = 4, .overflow = 300, .rows = rows, .parts = parts,
+                                    .parallel_from = from};
+      };
+      auto one = CacheDirectory::Create(registry_, policy, {}, config(1, 0));
+      auto in_turn = CacheDirectory::Create(registry_, policy, {}, config(3, 1 << 30));
+      auto threaded = CacheDirectory::Create(registry_, policy, {}, config(8, 0));
+      ASSERT_TRUE(one.ok() && in_turn.ok() && threaded.ok());
+      std::mt19937_64 rng(17);
+      int refusals = 0;
+      int64_t overflows = 0;
+      for (int batch = 0; batch < 80; ++batch) {
+        // Skewed ids with repeats; every 20th batch too many for its sets and overflow.
+        std::vector<int64_t> ids(batch % 20 == 19 ? 6000 : 1500);
+        for (auto& id : ids) {
+          id = static_cast<int64_t>(std::min<double>(kRows - 1, std::exp(std::uniform_real_distribution<>(0, 9.9)(rng))));
+        }
+        auto a = one->Assign(ids);
+        for (CacheDirectory* other : {&*in_turn, &*threaded}) {
+          auto b = other->Assign(ids);
+          ASSERT_EQ(a.ok(), b.ok()) << batch;
+          if (!a.ok()) {
+            EXPECT_EQ(a.status().ToString(), b.status().ToString());
+            continue;
+          }
+          ASSERT_EQ(a->slots, b->slots) << batch;
+          EXPECT_EQ(a->load.ids, b->load.ids) << batch;
+          EXPECT_EQ(a->load.slots, b->load.slots) << batch;
+          EXPECT_EQ(a->write_back.ids, b->write_back.ids) << batch;
+          EXPECT_EQ(a->write_back.slots, b->write_back.slots) << batch;
+          EXPECT_EQ(a->reloads, b->reloads) << batch;
+        }
+        if (!a.ok()) {
+          ++refusals;
+          continue;
+        }
+        std::vector<int64_t> changed;  // a backward that changed every other row
+        for (size_t i = 0; i < a->slots.size(); i += 2) changed.push_back(a->slots[i]);
+        for (CacheDirectory* d : {&*one, &*in_turn, &*threaded}) d->MarkDirty(changed);
+        overflows = one->counters().overflows;
+      }
+      EXPECT_EQ(refusals, 4);
+      EXPECT_GT(overflows, 0) << "the stream must reach the overflow slots";
+      EXPECT_GT(one->counters().write_backs, 0);
+      EXPECT_GT(one->counters().reloads, 0);
+      for (CacheDirectory* other : {&*in_turn, &*threaded}) {
+        const CacheCounters &x = one->counters(), &y = other->counters();
+        EXPECT_EQ(std::vector<int64_t>({x.lookups, x.hits, x.misses, x.evictions, x.write_backs, x.overflows, x.reloads}),
+                  std::vector<int64_t>({y.lookups, y.hits, y.misses, y.evictions, y.write_backs, y.overflows, y.reloads}));
+        for (int64_t id = 0; id < kRows; ++id) ASSERT_EQ(one->SlotOf(id), other->SlotOf(id)) << id;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -7,11 +7,23 @@
 // backward's MarkDirty writes the byte array alone. An id -> slot index
 // (managed collision's) finds hits. Assign keeps an undo log, so that a
 // failure half-way leaves the directory as it was.
+//
+// A batch's misses are decided in parts, by set (set % parts), on threads
+// when there are enough of them: a miss's victim is the memory-bound scan of
+// its set's ways, and sets never share a slot, so parts decide exactly what
+// one pass in batch order would. Their lists merge back into that pass's
+// order by the position of the miss that made each entry, and the index
+// changes they make are applied afterwards on the calling thread (the
+// hashed index is not thread-safe). Each part scores with a policy handle
+// of its own.
 #include "shardrec/core/cache/cache_directory.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <optional>
+
+#include <tbb/parallel_for.h>
 
 #include <fmt/format.h>
 
@@ -33,6 +45,90 @@ struct Use {
 enum class Row : uint8_t { kFree, kClean, kDirty };
 }  // namespace
 
+namespace {
+// Assign's undo log of slots: each slot's state before a change (its
+// metadata, when the policy keeps some, in `metadata` in the same order),
+// restored in reverse.
+struct Saved {
+  int64_t slot, id;
+  Use use;
+  Row row;
+};
+struct SlotLog {
+  std::vector<Saved> saved;
+  std::vector<int64_t> metadata;
+  void Clear() {
+    saved.clear();
+    metadata.clear();
+  }
+};
+
+// A batch's miss in a set's way, or an overflow slot wanted for it: `at`,
+// the position in the batch of the miss that made it, orders every list
+// the parts make as one pass would have.
+struct Entry {
+  size_t at;
+  int64_t id, slot;
+};
+
+// The slot a miss of this batch took (kWantsOverflow: one the set could not
+// give), in an open-addressing table the size of the misses, which stays
+// in cache, where a repeat of a miss would otherwise search the whole index.
+constexpr int64_t kWantsOverflow = -2;
+struct Taken {
+  int64_t id = 0, slot = -1;  // slot -1: empty
+};
+class TakenTable {
+ public:
+  void Reset(size_t misses) { t_.assign(std::bit_ceil(2 * misses + 2), Taken{}); }
+  const Taken* Find(int64_t id) const {
+    for (size_t b = Home(id);; b = (b + 1) & (t_.size() - 1)) {
+      if (t_[b].slot == -1) return nullptr;
+      if (t_[b].id == id) return &t_[b];
+    }
+  }
+  void Put(int64_t id, int64_t slot) {
+    size_t b = Home(id);
+    while (t_[b].slot != -1) b = (b + 1) & (t_.size() - 1);
+    t_[b] = {id, slot};
+  }
+
+ private:
+  size_t Home(int64_t id) const { return mc::Fmix64(static_cast<uint64_t>(id)) & (t_.size() - 1); }
+  std::vector<Taken> t_;
+};
+
+// One part of a batch's misses (the sets s with s % parts == its number):
+// what it decided, its undo log, and its scratch, kept across batches.
+struct Part {
+  const EvictionPolicy* policy = nullptr;
+  std::optional<EvictionPolicy> own;  // parts after the first: a handle of their own
+  std::vector<std::pair<size_t, int64_t>> misses;  // (position in the batch, set)
+  SlotLog log;
+  std::vector<Entry> loads, write_backs, overflow;  // overflow: first sights that found their set held
+  std::vector<size_t> overflow_repeats;             // repeats of those: their slot comes later
+  std::vector<std::pair<int64_t, int64_t>> erased;  // (id, slot) it evicted: unindexed afterwards
+  TakenTable taken;
+  int64_t evictions = 0;
+  Status failed = Status::Ok();
+  size_t failed_at = 0;
+  // Victim's scratch (a miss in a full set is common).
+  std::vector<int64_t> open, counts, lasts, windows, meta;
+  std::vector<double> scores;
+  void Clear() {
+    misses.clear();
+    log.Clear();
+    loads.clear();
+    write_backs.clear();
+    overflow.clear();
+    overflow_repeats.clear();
+    erased.clear();
+    evictions = 0;
+    failed = Status::Ok();
+  }
+};
+}  // namespace
+
 struct CacheDirectory::State {
   EvictionPolicy policy;
   int64_t columns = 0;  // the policy's metadata columns
@@ -50,32 +146,21 @@ struct CacheDirectory::State {
   int64_t batch = 0;
   std::vector<int64_t> overflow_held;  // overflow slots holding last batch's ids
   CacheCounters counters;
+  std::vector<Part> parts;
+  size_t parallel_from = 0;  // misses in a batch from which the parts run on threads
 
-  // Assign's undo log: a slot's state before a change this call (its
-  // metadata, when the policy keeps some, in `saved_metadata` in the same
-  // order), and the index's changes, undone in reverse. A hit changes only
+  // Assign's undo log: the slots it changed itself (the parts keep their
+  // own), and the index's changes, undone in reverse. A hit changes only
   // its accesses, by one batch: (slot, last access before) is enough, in a
   // log of its own (a hit's slot is never changed again in its batch).
-  struct Saved {
-    int64_t slot, id;
-    Use use;
-    Row row;
-  };
-  std::vector<Saved> saved;
+  SlotLog log;
   std::vector<std::pair<int64_t, int64_t>> hits_saved;
-  std::vector<int64_t> saved_metadata;
   std::vector<std::pair<int64_t, int64_t>> inserted;  // (id, slot)
   std::vector<std::pair<int64_t, int64_t>> erased;
   // Assign's scratch, kept across calls: the positions of the batch's
-  // misses, and the slots its misses took so far (an open-addressing
-  // table the size of the misses, which stays in cache, where a repeat
-  // of a miss would otherwise search the whole index).
+  // misses, and the loads made so far (for the reloads).
   std::vector<size_t> misses;
-  struct Taken {
-    int64_t id = 0, slot = -1;  // slot -1: empty
-    size_t load = 0;            // its index in the plan's loads
-  };
-  std::vector<Taken> taken;
+  TakenTable loaded;
 
   explicit State(EvictionPolicy p) : policy(std::move(p)) {}
   int64_t Find(int64_t id) const { return direct ? by_row.Find(id) : index.Find(id); }
@@ -112,19 +197,17 @@ struct CacheDirectory::State {
     // The index homes ids by Fmix64's low bits; sets use its high bits.
     return static_cast<int64_t>(mc::ScaleToRange(mc::Fmix64(static_cast<uint64_t>(id)), static_cast<uint64_t>(sets)));
   }
-  void Save(int64_t slot) {
+  void Save(SlotLog& to, int64_t slot) {
     const auto u = static_cast<size_t>(slot);
-    saved.push_back({slot, ids[u], uses[u], rows[u]});
+    to.saved.push_back({slot, ids[u], uses[u], rows[u]});
     if (columns > 0) {
       const auto at = metadata.begin() + slot * columns;
-      saved_metadata.insert(saved_metadata.end(), at, at + columns);
+      to.metadata.insert(to.metadata.end(), at, at + columns);
     }
   }
-  void Undo() {
-    for (auto it = inserted.rbegin(); it != inserted.rend(); ++it) Unindex(it->first);
-    for (auto it = erased.rbegin(); it != erased.rend(); ++it) Index(it->first, it->second);
-    auto meta = saved_metadata.end();
-    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
+  void Restore(const SlotLog& from) {
+    auto meta = from.metadata.end();
+    for (auto it = from.saved.rbegin(); it != from.saved.rend(); ++it) {
       const auto u = static_cast<size_t>(it->slot);
       ids[u] = it->id;
       uses[u] = it->use;
@@ -134,81 +217,148 @@ struct CacheDirectory::State {
         std::copy(meta, meta + columns, metadata.begin() + it->slot * columns);
       }
     }
+  }
+  void Undo() {
+    for (auto it = inserted.rbegin(); it != inserted.rend(); ++it) Unindex(it->first);
+    for (auto it = erased.rbegin(); it != erased.rend(); ++it) Index(it->first, it->second);
+    Restore(log);  // the parts' slots are set slots, these overflow slots: in any order
+    for (const Part& p : parts) Restore(p.log);
     for (const auto& [slot, last] : hits_saved) {
       Use& use = uses[static_cast<size_t>(slot)];
       --use.count;
       use.last = last;
     }
   }
-  // The slot a miss of this batch took, or -1 (`taken`, linear probing).
-  size_t TakenHome(int64_t id) const { return mc::Fmix64(static_cast<uint64_t>(id)) & (taken.size() - 1); }
-  const Taken* TakenBy(int64_t id) const {
-    for (size_t b = TakenHome(id);; b = (b + 1) & (taken.size() - 1)) {
-      if (taken[b].slot < 0) return nullptr;
-      if (taken[b].id == id) return &taken[b];
-    }
-  }
-  void Take(int64_t id, int64_t slot, size_t load) {
-    size_t b = TakenHome(id);
-    while (taken[b].slot >= 0) b = (b + 1) & (taken.size() - 1);
-    taken[b] = {id, slot, load};
-  }
-  // Frees a slot, listing its row for a write-back when it changed.
-  void Release(int64_t slot, Plan& plan) {
-    Save(slot);
+  // Empties a slot (its row listed in `write_backs` when it changed; its id
+  // and slot in `gone`, for the index), logged in `to`.
+  void Empty(SlotLog& to, int64_t slot, size_t at, std::vector<Entry>& write_backs,
+             std::vector<std::pair<int64_t, int64_t>>& gone) {
+    Save(to, slot);
     const auto u = static_cast<size_t>(slot);
     const int64_t id = ids[u];
-    if (rows[u] == Row::kDirty) {
-      plan.write_back.ids.push_back(id);
-      plan.write_back.slots.push_back(slot);
-    }
-    Unindex(id);
-    erased.emplace_back(id, slot);
+    if (rows[u] == Row::kDirty) write_backs.push_back({at, id, slot});
+    gone.emplace_back(id, slot);
     ids[u] = -1;
     uses[u] = Use{};
     rows[u] = Row::kFree;
     if (columns > 0) std::fill_n(metadata.begin() + slot * columns, columns, 0);
   }
+  // Gives `slot` to `id` for this batch, logged in `to`.
+  void Fill(SlotLog& to, int64_t slot, int64_t id) {
+    Save(to, slot);
+    ids[static_cast<size_t>(slot)] = id;
+    uses[static_cast<size_t>(slot)] = Use{1, batch};
+    rows[static_cast<size_t>(slot)] = Row::kClean;
+  }
+
   // The way of `set` to evict for this batch, -1 when every way is held
   // by it; a free way first.
-  // Victim's scratch, kept across calls (a miss in a full set is common).
-  std::vector<int64_t> open, counts, lasts, windows, meta;
-  std::vector<double> scores;
-
-  StatusOr<int64_t> Victim(int64_t set) {
-    open.clear();
+  StatusOr<int64_t> Victim(Part& p, int64_t set) {
+    p.open.clear();
     for (int64_t w = 0; w < ways; ++w) {
       const int64_t slot = set * ways + w;
       if (ids[static_cast<size_t>(slot)] < 0) return slot;
-      if (uses[static_cast<size_t>(slot)].last != batch) open.push_back(slot);
+      if (uses[static_cast<size_t>(slot)].last != batch) p.open.push_back(slot);
     }
-    if (open.empty()) return int64_t{-1};
-    counts.resize(open.size());
-    lasts.resize(open.size());
-    windows.assign(open.size(), 0);
-    meta.clear();
-    for (size_t k = 0; k < open.size(); ++k) {
-      counts[k] = uses[static_cast<size_t>(open[k])].count;
-      lasts[k] = uses[static_cast<size_t>(open[k])].last;
+    if (p.open.empty()) return int64_t{-1};
+    const size_t n = p.open.size();
+    p.counts.resize(n);
+    p.lasts.resize(n);
+    p.windows.assign(n, 0);
+    p.meta.clear();
+    for (size_t k = 0; k < n; ++k) {
+      p.counts[k] = uses[static_cast<size_t>(p.open[k])].count;
+      p.lasts[k] = uses[static_cast<size_t>(p.open[k])].last;
       if (columns > 0) {
-        meta.insert(meta.end(), metadata.begin() + open[k] * columns, metadata.begin() + (open[k] + 1) * columns);
+        p.meta.insert(p.meta.end(), metadata.begin() + p.open[k] * columns,
+                      metadata.begin() + (p.open[k] + 1) * columns);
       }
     }
-    scores.assign(open.size(), 0.0);
-    SR_RETURN_IF_ERROR(policy.ScoreEntries(batch, open.size(), counts, lasts, windows, meta, columns, scores)
+    p.scores.assign(n, 0.0);
+    SR_RETURN_IF_ERROR(p.policy->ScoreEntries(batch, n, p.counts, p.lasts, p.windows, p.meta, columns, p.scores)
                            .WithContext("row cache"));
     size_t worst = 0;
-    for (size_t k = 0; k < open.size(); ++k) {
-      if (std::isnan(scores[k])) return InternalError("row cache: " + policy.Describe() + " scored a way NaN");
-      if (scores[k] <= scores[worst]) worst = k;  // ties: the later way goes, as it would rank last
+    for (size_t k = 0; k < n; ++k) {
+      if (std::isnan(p.scores[k])) return InternalError("row cache: " + policy.Describe() + " scored a way NaN");
+      if (p.scores[k] <= p.scores[worst]) worst = k;  // ties: the later way goes, as it would rank last
     }
-    for (size_t k = 0; k < open.size() && columns > 0; ++k) {  // the policy may update its columns
-      Save(open[k]);
-      std::copy_n(meta.begin() + static_cast<int64_t>(k) * columns, columns, metadata.begin() + open[k] * columns);
+    for (size_t k = 0; k < n && columns > 0; ++k) {  // the policy may update its columns
+      Save(p.log, p.open[k]);
+      std::copy_n(p.meta.begin() + static_cast<int64_t>(k) * columns, columns, metadata.begin() + p.open[k] * columns);
     }
-    return open[worst];
+    return p.open[worst];
+  }
+
+  // A part's misses, in batch order: a way of their set each, once per
+  // distinct id. Stops at the first failure (the policy's), noting where.
+  void Decide(Part& p, std::span<const int64_t> batch_ids, std::vector<int64_t>& slots) {
+    constexpr size_t kAhead = 8;  // sets are scattered: bring each toward the cache early
+    p.taken.Reset(p.misses.size());
+    for (size_t k = 0; k < p.misses.size(); ++k) {
+      if (k + kAhead < p.misses.size()) {
+        const auto ahead = static_cast<size_t>(p.misses[k + kAhead].second * ways);
+        __builtin_prefetch(&ids[ahead]);
+        __builtin_prefetch(&uses[ahead]);
+      }
+      const auto [i, set] = p.misses[k];
+      const int64_t id = batch_ids[i];
+      if (const Taken* earlier = p.taken.Find(id)) {  // a repeat of a miss decided above
+        if (earlier->slot == kWantsOverflow) {
+          p.overflow_repeats.push_back(i);
+        } else {
+          slots[i] = earlier->slot;
+        }
+        continue;
+      }
+      auto victim = Victim(p, set);
+      if (!victim.ok()) {
+        p.failed = victim.status();
+        p.failed_at = i;
+        return;
+      }
+      const int64_t slot = *victim;
+      if (slot < 0) {  // every way of the set holds this batch's ids
+        p.overflow.push_back({i, id, kWantsOverflow});
+        p.taken.Put(id, kWantsOverflow);
+        continue;
+      }
+      if (ids[static_cast<size_t>(slot)] >= 0) {
+        Empty(p.log, slot, i, p.write_backs, p.erased);
+        ++p.evictions;
+      }
+      Fill(p.log, slot, id);
+      p.taken.Put(id, slot);
+      slots[i] = slot;
+      p.loads.push_back({i, id, slot});
+    }
   }
 };
+
+namespace {
+// The parts' entries of some kinds, in batch order (each position made
+// one): every list is in batch order already, so runs merge in pairs.
+std::vector<Entry> InBatchOrder(const std::vector<Part>& parts, std::initializer_list<std::vector<Entry> Part::*> lists) {
+  std::vector<Entry> out;
+  std::vector<size_t> runs = {0};
+  for (const Part& p : parts) {
+    for (auto list : lists) {
+      if ((p.*list).empty()) continue;
+      out.insert(out.end(), (p.*list).begin(), (p.*list).end());
+      runs.push_back(out.size());
+    }
+  }
+  const auto before = [](const Entry& x, const Entry& y) { return x.at < y.at; };
+  for (size_t width = 1; width + 1 < runs.size(); width *= 2) {
+    for (size_t r = 0; r + width + 1 < runs.size(); r += 2 * width) {
+      const size_t end = runs[std::min(r + 2 * width, runs.size() - 1)];
+      std::inplace_merge(out.begin() + static_cast<std::ptrdiff_t>(runs[r]),
+                         out.begin() + static_cast<std::ptrdiff_t>(runs[r + width]),
+                         out.begin() + static_cast<std::ptrdiff_t>(end), before);
+    }
+  }
+  return out;
+}
+}  // namespace
 
 CacheDirectory::CacheDirectory(std::unique_ptr<State> state) : s_(std::move(state)) {}
 CacheDirectory::CacheDirectory(CacheDirectory&&) noexcept = default;
@@ -245,6 +395,18 @@ StatusOr<CacheDirectory> CacheDirectory::Create(const PluginRegistry& registry, 
     return InvalidArgumentError(fmt::format("row cache: {} rows is outside 0..2^40", config.rows));
   }
   s->id_limit = config.rows;
+  if (config.parts < 1 || config.parts > 256 || config.parallel_from < 0) {
+    return InvalidArgumentError(fmt::format("row cache: {} parts (1..256), parallel from {} misses (>= 0)",
+                                            config.parts, config.parallel_from));
+  }
+  s->parts.resize(static_cast<size_t>(config.parts));
+  s->parts[0].policy = &s->policy;
+  for (size_t p = 1; p < s->parts.size(); ++p) {
+    SR_ASSIGN_OR_RETURN(auto own, EvictionPolicy::Create(ref, policy_options));
+    s->parts[p].own.emplace(std::move(own));
+    s->parts[p].policy = &*s->parts[p].own;
+  }
+  s->parallel_from = static_cast<size_t>(config.parallel_from);
   // Half full at most (not managed collision's quarter): a cache of
   // millions of rows weighs its bookkeeping against the rows it could hold.
   // An array by row instead where it is the smaller (4 bytes a row against
@@ -281,11 +443,11 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
       return InvalidArgumentError(fmt::format("row cache: id {} is not a row of its {}", id, s.id_limit));
     }
   }
-  s.saved.clear();
+  s.log.Clear();
   s.hits_saved.clear();
-  s.saved_metadata.clear();
   s.inserted.clear();
   s.erased.clear();
+  for (Part& p : s.parts) p.Clear();
   const int64_t batch_before = s.batch;
   const std::vector<int64_t> overflow_before = s.overflow_held;
   const CacheCounters counters_before = s.counters;
@@ -298,7 +460,14 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
     s.counters = counters_before;
     return st;
   };
-  for (int64_t slot : s.overflow_held) s.Release(slot, plan);
+  // Last batch's overflow ids leave first.
+  std::vector<Entry> released;
+  for (int64_t slot : s.overflow_held) s.Empty(s.log, slot, 0, released, s.erased);
+  for (const auto& [id, slot] : s.erased) s.Unindex(id);
+  for (const Entry& e : released) {
+    plan.write_back.ids.push_back(e.id);
+    plan.write_back.slots.push_back(e.slot);
+  }
   s.overflow_held.clear();
   plan.slots.resize(ids.size());
   s.FindMany(ids, plan.slots.data());  // prefetched lookups, many misses in flight
@@ -320,27 +489,41 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
     ++hit.count;
     hit.last = s.batch;
   }
-  // Misses: a way of their set each, once per distinct id.
-  s.taken.assign(std::bit_ceil(2 * s.misses.size() + 2), State::Taken{});
+  // Misses: each part decides its sets', on threads when they are many.
+  const auto parts = s.parts.size();
+  for (size_t i : s.misses) {
+    const int64_t set = s.SetOf(ids[i]);
+    s.parts[static_cast<size_t>(set) % parts].misses.emplace_back(i, set);
+  }
+  std::vector<int64_t>& slots = plan.slots;
+  if (s.misses.size() >= s.parallel_from && parts > 1) {
+    tbb::parallel_for(size_t{0}, parts, [&](size_t p) { s.Decide(s.parts[p], ids, slots); });
+  } else {
+    for (Part& p : s.parts) s.Decide(p, ids, slots);
+  }
+  const Part* failed = nullptr;  // the first failure in batch order, as one pass would meet it
+  for (const Part& p : s.parts) {
+    if (!p.failed.ok() && (failed == nullptr || p.failed_at < failed->failed_at)) failed = &p;
+  }
+  if (failed != nullptr) return fail(failed->failed);
+  // The parts' index changes and lists, in batch order.
+  for (const Part& p : s.parts) {
+    for (const auto& [id, slot] : p.erased) {
+      s.Unindex(id);
+      s.erased.emplace_back(id, slot);
+    }
+  }
+  for (const Entry& e : InBatchOrder(s.parts, {&Part::write_backs})) {
+    plan.write_back.ids.push_back(e.id);
+    plan.write_back.slots.push_back(e.slot);
+  }
+  std::vector<Entry> incoming = InBatchOrder(s.parts, {&Part::loads, &Part::overflow});
+  // Overflow slots, in batch order: for first sights whose set this batch holds whole.
   int64_t next_overflow = s.sets * s.ways;
-  int64_t loads = 0;
-  for (size_t k = 0; k < s.misses.size(); ++k) {
-    if (k + kAhead < s.misses.size()) {  // the set's first line, and the index entry the insert writes
-      const int64_t ahead = ids[s.misses[k + kAhead]];
-      __builtin_prefetch(&s.ids[static_cast<size_t>(s.SetOf(ahead) * s.ways)]);
-      s.PrefetchIndex(ahead);
-    }
-    const size_t i = s.misses[k];
-    const int64_t id = ids[i];
-    if (const State::Taken* earlier = s.TakenBy(id)) {  // a repeat of a miss loaded above
-      plan.slots[i] = earlier->slot;
-      continue;
-    }
-    ++loads;
-    auto victim = s.Victim(s.SetOf(id));
-    if (!victim.ok()) return fail(victim.status());
-    int64_t slot = *victim;
-    if (slot < 0) {  // every way of the set holds this batch's ids
+  for (size_t k = 0; k < incoming.size(); ++k) {
+    if (k + kAhead < incoming.size()) s.PrefetchIndex(incoming[k + kAhead].id);
+    Entry& e = incoming[k];
+    if (e.slot == kWantsOverflow) {
       if (next_overflow == s.capacity()) {
         return fail(Status(SR_RESOURCE_EXHAUSTED, fmt::format(
             "row cache: a batch of {} ids fills a set of {} ways and all {} overflow slots; raise the cache's "
@@ -348,27 +531,29 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
             "or lower the batch",
             ids.size(), s.ways, s.overflow)));
       }
-      slot = next_overflow++;
-      s.overflow_held.push_back(slot);
+      e.slot = next_overflow++;
+      s.Fill(s.log, e.slot, e.id);
+      s.overflow_held.push_back(e.slot);
       ++s.counters.overflows;
-    } else if (s.ids[static_cast<size_t>(slot)] >= 0) {
-      s.Release(slot, plan);
-      ++s.counters.evictions;
+      slots[e.at] = e.slot;
     }
-    s.Save(slot);
-    s.ids[static_cast<size_t>(slot)] = id;
-    s.uses[static_cast<size_t>(slot)] = Use{1, s.batch};
-    s.rows[static_cast<size_t>(slot)] = Row::kClean;
-    s.Index(id, slot);
-    s.inserted.emplace_back(id, slot);
-    s.Take(id, slot, plan.load.ids.size());
-    plan.slots[i] = slot;
-    plan.load.ids.push_back(id);
-    plan.load.slots.push_back(slot);
+    s.Index(e.id, e.slot);
+    s.inserted.emplace_back(e.id, e.slot);
+    plan.load.ids.push_back(e.id);
+    plan.load.slots.push_back(e.slot);
   }
+  for (const Part& p : s.parts) {
+    for (size_t i : p.overflow_repeats) slots[i] = s.Find(ids[i]);
+  }
+  s.loaded.Reset(plan.load.ids.size());
+  for (size_t k = 0; k < plan.load.ids.size(); ++k) s.loaded.Put(plan.load.ids[k], static_cast<int64_t>(k));
   for (size_t w = 0; w < plan.write_back.ids.size(); ++w) {
-    if (const State::Taken* back = s.TakenBy(plan.write_back.ids[w])) plan.reloads.emplace_back(back->load, w);
+    if (const Taken* back = s.loaded.Find(plan.write_back.ids[w])) {
+      plan.reloads.emplace_back(static_cast<size_t>(back->slot), w);
+    }
   }
+  const auto loads = static_cast<int64_t>(plan.load.ids.size());
+  for (const Part& p : s.parts) s.counters.evictions += p.evictions;
   s.counters.lookups += static_cast<int64_t>(ids.size());
   s.counters.misses += loads;
   s.counters.hits += static_cast<int64_t>(ids.size()) - loads;

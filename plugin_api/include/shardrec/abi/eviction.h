@@ -8,6 +8,10 @@
  * window. The policy returns one score per entry (higher = keep). The host
  * keeps the `capacity` highest scores, ties going to the lower index (so
  * residents win ties against candidates), unless the policy chooses itself.
+ *
+ * The host may create several handles of one policy with the same options
+ * (a row cache makes one per part of its sets) and call them from different
+ * threads at once; it never calls one handle from two threads at once.
  */
 #ifndef SHARDREC_ABI_EVICTION_H_
 #define SHARDREC_ABI_EVICTION_H_

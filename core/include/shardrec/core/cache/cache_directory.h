@@ -12,7 +12,8 @@
 //   ... write back plan->write_back, load plan->load, look up by slot ...
 //   dir->MarkDirty(slots_updated);
 //
-// Not thread-safe.
+// Not thread-safe; Assign runs a large batch's misses on threads of its own
+// (oneTBB's), each part of the sets scored by a policy handle of its own.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,11 @@ struct CacheDirectoryConfig {
   // no larger than a hashed index (a cache of a sixteenth to an eighth of the
   // rows); an id at or past it is refused.
   int64_t rows = 0;
+  // A batch's misses are decided in this many parts, by set, each on a
+  // thread of its own once the batch has `parallel_from` misses or more.
+  // The decisions are those of one pass whatever the two are (tested).
+  int64_t parts = 8;
+  int64_t parallel_from = 256;
 };
 
 // Per id looked up: misses are the rows brought in.
