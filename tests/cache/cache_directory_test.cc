@@ -359,7 +359,7 @@ TEST_F(CacheDirectoryTest, ThePartsOnThreadsDecideAsOnePassInBatchOrder) {
     for (const int64_t rows : {int64_t{0}, kRows}) {
       SCOPED_TRACE(policy + (rows > 0 ? ", array by row" : ", hashed index"));
       auto config = [&](int64_t parts, int64_t from) {
-        return CacheDirectoryConfig{.slots = 1024, .ways = 4, .overflow = 300, .rows = rows, .parts = parts,
+        return CacheDirectoryConfig{.slots = 4096, .ways = 4, .overflow = 1200, .rows = rows, .parts = parts,
                                     .parallel_from = from};
       };
       auto one = CacheDirectory::Create(registry_, policy, {}, config(1, 0));
@@ -370,8 +370,10 @@ TEST_F(CacheDirectoryTest, ThePartsOnThreadsDecideAsOnePassInBatchOrder) {
       int refusals = 0;
       int64_t overflows = 0;
       for (int batch = 0; batch < 80; ++batch) {
-        // Skewed ids with repeats; every 20th batch too many for its sets and overflow.
-        std::vector<int64_t> ids(batch % 20 == 19 ? 6000 : 1500);
+        // Skewed ids with repeats, in batches small and large enough for
+        // their hits to be counted on threads too; every 20th batch too
+        // many for its sets and overflow.
+        std::vector<int64_t> ids(batch % 20 == 19 ? 30000 : batch % 2 == 0 ? 1500 : 9000);
         for (auto& id : ids) {
           id = static_cast<int64_t>(std::min<double>(kRows - 1, std::exp(std::uniform_real_distribution<>(0, 9.9)(rng))));
         }

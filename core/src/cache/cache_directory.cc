@@ -19,6 +19,7 @@
 #include "shardrec/core/cache/cache_directory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <optional>
@@ -157,9 +158,14 @@ struct CacheDirectory::State {
   std::vector<std::pair<int64_t, int64_t>> hits_saved;
   std::vector<std::pair<int64_t, int64_t>> inserted;  // (id, slot)
   std::vector<std::pair<int64_t, int64_t>> erased;
-  // Assign's scratch, kept across calls: the positions of the batch's
-  // misses, and the loads made so far (for the reloads).
-  std::vector<size_t> misses;
+  // Assign's scratch, kept across calls: per run of the batch (its hits
+  // are counted on threads), the positions of its misses and its hits'
+  // undo log; the loads made (for the reloads).
+  struct Run {
+    std::vector<size_t> misses;
+    std::vector<std::pair<int64_t, int64_t>> hits_saved;
+  };
+  std::vector<Run> runs;
   TakenTable loaded;
 
   explicit State(EvictionPolicy p) : policy(std::move(p)) {}
@@ -469,34 +475,58 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
     plan.write_back.slots.push_back(e.slot);
   }
   s.overflow_held.clear();
+  // Hits: one access each per batch (a repeat is no second access), found
+  // and counted in runs of the batch on threads when it is large. A
+  // repeated id's slot is claimed by whichever run sets its last access
+  // first (compare-and-swap); only that run counts it.
   plan.slots.resize(ids.size());
-  s.FindMany(ids, plan.slots.data());  // prefetched lookups, many misses in flight
-  // Hits: one access each per batch (a repeat is no second access).
-  s.misses.clear();
-  constexpr size_t kAhead = 16;  // hits' slots are scattered: bring each toward the cache early
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i + kAhead < ids.size() && plan.slots[i + kAhead] >= 0) {
-      __builtin_prefetch(&s.uses[static_cast<size_t>(plan.slots[i + kAhead])], 1);
+  constexpr size_t kRun = 4096;
+  const size_t runs = ids.size() >= 2 * kRun ? (ids.size() + kRun - 1) / kRun : 1;
+  if (s.runs.size() < runs) s.runs.resize(runs);
+  auto count_hits = [&](size_t r) {
+    State::Run& run = s.runs[r];
+    run.misses.clear();
+    run.hits_saved.clear();
+    const size_t from = r * ids.size() / runs, to = (r + 1) * ids.size() / runs;
+    int64_t* slots = plan.slots.data();
+    s.FindMany(ids.subspan(from, to - from), slots + from);  // prefetched lookups, many misses in flight
+    constexpr size_t kAhead = 16;  // hits' slots are scattered: bring each toward the cache early
+    for (size_t i = from; i < to; ++i) {
+      if (i + kAhead < to && slots[i + kAhead] >= 0) {
+        __builtin_prefetch(&s.uses[static_cast<size_t>(slots[i + kAhead])], 1);
+      }
+      const int64_t slot = slots[i];
+      if (slot < 0) {
+        run.misses.push_back(i);
+        continue;
+      }
+      Use& hit = s.uses[static_cast<size_t>(slot)];
+      std::atomic_ref<int64_t> last(hit.last);
+      int64_t before = last.load(std::memory_order_relaxed);
+      if (before == s.batch || !last.compare_exchange_strong(before, s.batch, std::memory_order_relaxed)) continue;
+      run.hits_saved.emplace_back(slot, before);
+      ++hit.count;  // only the run whose swap took the slot gets here
     }
-    const int64_t slot = plan.slots[i];
-    if (slot < 0) {
-      s.misses.push_back(i);
-      continue;
-    }
-    Use& hit = s.uses[static_cast<size_t>(slot)];
-    if (hit.last == s.batch) continue;
-    s.hits_saved.emplace_back(slot, hit.last);
-    ++hit.count;
-    hit.last = s.batch;
+  };
+  if (runs > 1 && s.parts.size() > 1 && ids.size() >= s.parallel_from) {
+    tbb::parallel_for(size_t{0}, runs, count_hits);
+  } else {
+    for (size_t r = 0; r < runs; ++r) count_hits(r);
   }
+  constexpr size_t kAhead = 16;
   // Misses: each part decides its sets', on threads when they are many.
   const auto parts = s.parts.size();
-  for (size_t i : s.misses) {
-    const int64_t set = s.SetOf(ids[i]);
-    s.parts[static_cast<size_t>(set) % parts].misses.emplace_back(i, set);
+  size_t misses = 0;
+  for (size_t r = 0; r < runs; ++r) {
+    for (const auto& hit : s.runs[r].hits_saved) s.hits_saved.push_back(hit);
+    for (size_t i : s.runs[r].misses) {
+      const int64_t set = s.SetOf(ids[i]);
+      s.parts[static_cast<size_t>(set) % parts].misses.emplace_back(i, set);
+    }
+    misses += s.runs[r].misses.size();
   }
   std::vector<int64_t>& slots = plan.slots;
-  if (s.misses.size() >= s.parallel_from && parts > 1) {
+  if (misses >= s.parallel_from && parts > 1) {
     tbb::parallel_for(size_t{0}, parts, [&](size_t p) { s.Decide(s.parts[p], ids, slots); });
   } else {
     for (Part& p : s.parts) s.Decide(p, ids, slots);

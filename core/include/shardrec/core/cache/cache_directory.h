@@ -37,7 +37,9 @@ struct CacheDirectoryConfig {
   // rows); an id at or past it is refused.
   int64_t rows = 0;
   // A batch's misses are decided in this many parts, by set, each on a
-  // thread of its own once the batch has `parallel_from` misses or more.
+  // thread of its own once the batch has `parallel_from` misses or more;
+  // with more than one part, a batch of 8192 ids or more (and at least
+  // `parallel_from`) finds and counts its hits in runs on threads too.
   // The decisions are those of one pass whatever the two are (tested).
   int64_t parts = 8;
   int64_t parallel_from = 256;
