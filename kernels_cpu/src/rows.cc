@@ -23,6 +23,10 @@ using sdk::InvalidArgument;
 
 // Rows per reset task; resets of a few rows stay on the calling thread.
 constexpr int64_t kResetRowsPerTask = 256;
+// Rows per copy task of read_rows / write_rows: a row cache moves a few
+// thousand scattered rows a step, each a cache miss or more, and spreads
+// them over the threads; calls of fewer rows stay on the calling thread.
+constexpr int64_t kCopyRowsPerTask = 512;
 
 void CheckRowsArgs(const sr_kernel_rows_args& a, const char* call) {
   if (a.struct_size < SR_STRUCT_SIZE(sr_kernel_rows_args, stream)) {
@@ -73,24 +77,40 @@ void CpuKernel::ReadRows(const sr_kernel_rows_args& a) {
     const sdk::TensorView<float, 2> s(a.state, "state", {n, t.state_dim});
     CheckWritableLayout("state", n, t.state_dim, s.stride(0), s.stride(1));
   }
-  if (a.weights != nullptr) {
-    const MatrixView w(a.weights, "weights", t.dtype, n, cols);
-    for (int64_t i = 0; i < n; ++i) {
-      const char* src = static_cast<const char*>(t.Row(rows[static_cast<size_t>(i)]));
-      if (w.col_stride() == 1) {
-        std::memcpy(w.At(i, 0), src, t.row_bytes());
-      } else {
-        for (int64_t c = 0; c < cols; ++c) std::memcpy(w.At(i, c), src + c * elem, elem);
+  // Rows [lo, hi) of the call: each output row written once, so tasks
+  // never share one.
+  auto copy = [&](int64_t lo, int64_t hi) {
+    if (a.weights != nullptr) {
+      const MatrixView w(a.weights, "weights", t.dtype, n, cols);
+      for (int64_t i = lo; i < hi; ++i) {
+        const char* src = static_cast<const char*>(t.Row(rows[static_cast<size_t>(i)]));
+        if (w.col_stride() == 1) {
+          std::memcpy(w.At(i, 0), src, t.row_bytes());
+        } else {
+          for (int64_t c = 0; c < cols; ++c) std::memcpy(w.At(i, c), src + c * elem, elem);
+        }
       }
     }
-  }
-  if (a.state != nullptr) {
-    const sdk::TensorView<float, 2> s(a.state, "state", {n, t.state_dim});
-    for (int64_t i = 0; i < n; ++i) {
-      const float* src = t.StateRow(rows[static_cast<size_t>(i)]);
-      for (int64_t c = 0; c < t.state_dim; ++c) s(i, c) = src[c];
+    if (a.state != nullptr) {
+      const sdk::TensorView<float, 2> s(a.state, "state", {n, t.state_dim});
+      for (int64_t i = lo; i < hi; ++i) {
+        const float* src = t.StateRow(rows[static_cast<size_t>(i)]);
+        if (s.stride(1) == 1 && t.state_dim > 0) {
+          std::memcpy(&s(i, 0), src, static_cast<size_t>(t.state_dim) * sizeof(float));
+        } else {
+          for (int64_t c = 0; c < t.state_dim; ++c) s(i, c) = src[c];
+        }
+      }
     }
+  };
+  if (n < 2 * kCopyRowsPerTask) {
+    copy(0, n);
+    return;
   }
+  arena_->execute([&] {
+    oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<int64_t>(0, n, kCopyRowsPerTask),
+                              [&](const oneapi::tbb::blocked_range<int64_t>& r) { copy(r.begin(), r.end()); });
+  });
 }
 
 void CpuKernel::WriteRows(const sr_kernel_rows_args& a) {
@@ -104,24 +124,45 @@ void CpuKernel::WriteRows(const sr_kernel_rows_args& a) {
   // Validate both tensors before copying either.
   if (a.weights != nullptr) (void)MatrixView(a.weights, "weights", t.dtype, n, cols);
   if (a.state != nullptr) (void)sdk::TensorView<const float, 2>(a.state, "state", {n, t.state_dim});
-  if (a.weights != nullptr) {
-    const MatrixView w(a.weights, "weights", t.dtype, n, cols);
-    for (int64_t i = 0; i < n; ++i) {
-      char* dst = static_cast<char*>(t.Row(rows[static_cast<size_t>(i)]));
-      if (w.col_stride() == 1) {
-        std::memcpy(dst, w.At(i, 0), t.row_bytes());
-      } else {
-        for (int64_t c = 0; c < cols; ++c) std::memcpy(dst + c * elem, w.At(i, c), elem);
+  // The entries [lo, hi) of the call whose table row is `part` modulo
+  // `parts`: every copy of one row falls to one task, in the call's order,
+  // so a duplicate's last copy still wins.
+  auto copy = [&](int64_t lo, int64_t hi, int64_t part, int64_t parts) {
+    if (a.weights != nullptr) {
+      const MatrixView w(a.weights, "weights", t.dtype, n, cols);
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t row = rows[static_cast<size_t>(i)];
+        if (row % parts != part) continue;
+        char* dst = static_cast<char*>(t.Row(row));
+        if (w.col_stride() == 1) {
+          std::memcpy(dst, w.At(i, 0), t.row_bytes());
+        } else {
+          for (int64_t c = 0; c < cols; ++c) std::memcpy(dst + c * elem, w.At(i, c), elem);
+        }
       }
     }
-  }
-  if (a.state != nullptr) {
-    const sdk::TensorView<const float, 2> s(a.state, "state", {n, t.state_dim});
-    for (int64_t i = 0; i < n; ++i) {
-      float* dst = t.StateRow(rows[static_cast<size_t>(i)]);
-      for (int64_t c = 0; c < t.state_dim; ++c) dst[c] = s(i, c);
+    if (a.state != nullptr) {
+      const sdk::TensorView<const float, 2> s(a.state, "state", {n, t.state_dim});
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t row = rows[static_cast<size_t>(i)];
+        if (row % parts != part) continue;
+        float* dst = t.StateRow(row);
+        if (s.stride(1) == 1 && t.state_dim > 0) {
+          std::memcpy(dst, &s(i, 0), static_cast<size_t>(t.state_dim) * sizeof(float));
+        } else {
+          for (int64_t c = 0; c < t.state_dim; ++c) dst[c] = s(i, c);
+        }
+      }
     }
+  };
+  const int64_t parts = std::min<int64_t>(n / kCopyRowsPerTask, arena_->max_concurrency());
+  if (parts < 2) {
+    copy(0, n, 0, 1);
+    return;
   }
+  arena_->execute([&] {
+    oneapi::tbb::parallel_for(int64_t{0}, parts, [&](int64_t part) { copy(0, n, part, parts); });
+  });
 }
 
 void CpuKernel::ResetRows(const sr_kernel_rows_args& a) {

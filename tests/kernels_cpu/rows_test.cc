@@ -151,6 +151,60 @@ TEST(Rows, WriteThenReadRoundTripsInAnyLayoutAndTheLastDuplicateWins) {
   }
 }
 
+// Calls of thousands of rows copy on the kernel's threads (a row cache's
+// loads and write-backs): the same rows as one thread, the last copy of a
+// duplicate still winning, in contiguous and strided layouts.
+TEST(Rows, ThousandsOfRowsCopyOnThreadsAsOneAndTheLastDuplicateWins) {
+  constexpr int64_t kRows = 5000, kDim = 7, kN = 4000;
+  auto k = CreateKernel({{.name = "a", .rows = kRows, .dim = kDim}}, SR_OPTIMIZER_ADAM);
+  ASSERT_TRUE(k.ok());
+  const RefTable before = ReadTable(*k, 0);
+  const int64_t sd = before.state_dim;
+  std::mt19937_64 rng(5);
+  std::vector<int64_t> rows(kN);
+  for (auto& r : rows) r = static_cast<int64_t>(rng() % 1500) * 3;  // many duplicates, scattered
+  for (const bool strided : {false, true}) {
+    SCOPED_TRACE(strided ? "strided" : "contiguous");
+    const float base = strided ? 0.5f : 0.0f;
+    // Weights with column stride 2 when strided; state column-major when strided.
+    std::vector<float> wbuf(static_cast<size_t>(kN * kDim * 2)), sbuf(static_cast<size_t>(kN * sd));
+    std::map<int64_t, int64_t> last;  // row -> the entry that wins
+    for (int64_t i = 0; i < kN; ++i) {
+      last[rows[static_cast<size_t>(i)]] = i;
+      for (int64_t c = 0; c < kDim; ++c) wbuf[static_cast<size_t>(strided ? i * kDim * 2 + 2 * c : i * kDim + c)] = base + 10.0f * i + c;
+      for (int64_t c = 0; c < sd; ++c) sbuf[static_cast<size_t>(strided ? c * kN + i : i * sd + c)] = base - 10.0f * i - c;
+    }
+    Tensor rows_t(rows.data(), kI64, {kN});
+    Tensor w = strided ? Tensor(wbuf.data(), kF32, {kN, kDim}, {kDim * 2, 2}) : Tensor(wbuf.data(), kF32, {kN, kDim});
+    Tensor st = strided ? Tensor(sbuf.data(), kF32, {kN, sd}, {1, kN}) : Tensor(sbuf.data(), kF32, {kN, sd});
+    ASSERT_TRUE(k->WriteRows(RowsArgs(0, rows_t, &w, &st)).ok());
+    const RefTable after = ReadTable(*k, 0);
+    for (int64_t r = 0; r < kRows; ++r) {
+      const auto it = last.find(r);
+      for (int64_t c = 0; c < kDim; ++c) {
+        ASSERT_EQ(after.W(r, c), it == last.end() ? before.W(r, c) : base + 10.0f * it->second + c) << r;
+      }
+      for (int64_t c = 0; c < sd && it != last.end(); ++c) {
+        ASSERT_EQ(after.state[static_cast<size_t>(r * sd + c)], base - 10.0f * it->second - c) << r;
+      }
+    }
+    // Read them back, duplicates and all, through the same layouts.
+    std::vector<float> wout(wbuf.size(), -1.0f), sout(sbuf.size(), -1.0f);
+    Tensor wo = strided ? Tensor(wout.data(), kF32, {kN, kDim}, {kDim * 2, 2}) : Tensor(wout.data(), kF32, {kN, kDim});
+    Tensor so = strided ? Tensor(sout.data(), kF32, {kN, sd}, {1, kN}) : Tensor(sout.data(), kF32, {kN, sd});
+    ASSERT_TRUE(k->ReadRows(RowsArgs(0, rows_t, &wo, &so)).ok());
+    for (int64_t i = 0; i < kN; ++i) {
+      const int64_t winner = last[rows[static_cast<size_t>(i)]];
+      for (int64_t c = 0; c < kDim; ++c) {
+        ASSERT_EQ(wout[static_cast<size_t>(strided ? i * kDim * 2 + 2 * c : i * kDim + c)], base + 10.0f * winner + c) << i;
+      }
+      for (int64_t c = 0; c < sd; ++c) {
+        ASSERT_EQ(sout[static_cast<size_t>(strided ? c * kN + i : i * sd + c)], base - 10.0f * winner - c) << i;
+      }
+    }
+  }
+}
+
 class HalfRows : public ::testing::TestWithParam<DLDataType> {};
 
 TEST_P(HalfRows, SixteenBitPatternsRoundTripUnchanged) {
