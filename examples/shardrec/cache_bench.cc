@@ -37,6 +37,7 @@ struct StepFns {
   std::function<Status(const KeyedJaggedTensor&, Tensor&)> forward;
   std::function<Status(const KeyedJaggedTensor&, const Tensor&, int64_t)> backward;
   std::function<void()> settle = [] {};
+  std::function<Status()> prepare = [] { return Status::Ok(); };  // before each turn, off the clock
 };
 
 // Steps of the in-memory table and the cached one, alternating: on this
@@ -68,6 +69,7 @@ StatusOr<std::vector<std::pair<double, double>>> PairedSteps(const CacheBenchCon
   Tensor out = Tensor::Zeros(dtype::kFloat32, {c.batch, c.dim}), out_last = Tensor::Zeros(dtype::kFloat32, {last.size(0), c.dim});
   // Steps [from, to) of a pass through one table; its seconds.
   auto run = [&](const StepFns& t, size_t from, size_t to, int64_t step) -> StatusOr<double> {
+    SR_RETURN_IF_ERROR(t.prepare());
     const auto start = std::chrono::steady_clock::now();
     for (size_t s = from; s < to; ++s) {
       const bool is_last = s + 1 == batches.size();
@@ -132,9 +134,13 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
         for (auto& r : b) r = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.rows));
         batches.push_back(std::move(b));
       }
-      const auto start = std::chrono::steady_clock::now();
-      for (const auto& b : batches) SR_RETURN_IF_ERROR(f.Read(b, buf.data()));
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      double seconds = 0;
+      for (const auto& b : batches) {
+        if (c.drop_page_cache) SR_RETURN_IF_ERROR(f.DropPageCache());
+        const auto start = std::chrono::steady_clock::now();
+        SR_RETURN_IF_ERROR(f.Read(b, buf.data()));
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
       return static_cast<double>(total) / seconds;
     };
     auto rate = probe();
@@ -174,6 +180,8 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
           p.misses = now.misses - seen.misses;
           p.rows_read = file.rows_read - moved.rows_read;
           p.rows_written = file.rows_written - moved.rows_written;
+          auto resident = cache.FileResidentBytes();
+          p.file_resident_bytes = resident.ok() ? *resident : -1;
           r.passes.push_back(p);
           seen = now;
           moved = file;
@@ -190,7 +198,8 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
             [&](const KeyedJaggedTensor& k, const Tensor& g, int64_t step) {
               return cached.Backward(k, rows, columns, g, step, nan);
             },
-            [&] { (void)cache.file_counters(); }};  // waits for the write in flight
+            [&] { (void)cache.file_counters(); },  // waits for the write in flight
+            [&] { return c.drop_page_cache ? cache.DropPageCache() : Status::Ok(); }};
         SR_ASSIGN_OR_RETURN(auto seconds, PairedSteps(c, memory_steps, cached_steps, pass_done));
         const auto ids = static_cast<double>(c.ids.size());
         for (size_t p = 0; p < seconds.size(); ++p) {

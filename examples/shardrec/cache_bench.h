@@ -39,6 +39,10 @@ struct CacheBenchConfig {
   // first meets an empty cache (every row's first sight a miss), later
   // ones the cache as the pass before left it (the steady state).
   int passes = 2;
+  // A disk the page cache does not hold: the row file's pages are dropped
+  // from the page cache (RowFile::DropPageCache) before each block of the
+  // cached table's steps and before each batch of the probe, off the clock.
+  bool drop_page_cache = false;
 };
 
 // One pass of the stream through a cached table, and through an in-memory
@@ -48,6 +52,7 @@ struct CacheBenchPass {
   double memory_ids_per_s = 0;  // the in-memory kernel's, on the same steps, at the same time
   int64_t misses = 0;  // rows brought in (each batch's distinct ids that were not cached)
   int64_t rows_read = 0, rows_written = 0;
+  int64_t file_resident_bytes = 0;  // the row file's bytes in the page cache at the pass's end
 };
 
 struct CacheBenchRun {

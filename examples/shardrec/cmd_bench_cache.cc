@@ -79,7 +79,13 @@ int RunBenchCache(const std::vector<std::string>& args) {
       ("passes", po::value(&c.passes)->default_value(c.passes),
        "times the stream is trained through each table, each pass timed (1..10): the first (cold) meets an empty "
        "cache, where every row's first sight misses; later ones (warm) meet the cache as the pass before left it, "
-       "the steady state of a long run");
+       "the steady state of a long run")
+      ("drop-page-cache", po::bool_switch(&c.drop_page_cache),
+       "measure a disk the page cache does not hold: before each batch of the probe and each block of the cached "
+       "table's steps (off the clock), the row file's written pages go to the disk and out of the page cache "
+       "(posix_fadvise DONTNEED; a mapping's pages are unmapped first). A miss then reads the device unless a row "
+       "of its 4 KiB page came in earlier in the block. Each pass's end reports how much of the file the page cache "
+       "held");
   po::variables_map vm;
   int code = kExitOk;
   if (!Parse("bench cache", args, desc, nullptr, &vm, &code,
@@ -171,6 +177,10 @@ int RunBenchCache(const std::vector<std::string>& args) {
     std::printf("(LRU expect: the miss rate of a fully associative LRU cache on the stream's first pass)\n");
     std::printf("(M ids/s: the cached table's; memory: an in-memory table's on the same steps, the two taking turns "
                 "every %zu steps)\n", kCacheBenchBlock);
+    if (c.drop_page_cache) {
+      std::printf("(--drop-page-cache: the row file's pages leave the page cache before each turn of %zu steps; "
+                  "'in page cache': how much of it the page cache held at the pass's end)\n", kCacheBenchBlock);
+    }
     std::printf("%-12s %11s %4s %11s %9s %10s %10s %11s %12s %9s %9s %9s\n", "policy", "load factor", "pass",
                 "cached rows", "hit rate", "miss rate", "LRU expect", "rows read", "rows written", "M ids/s",
                 "memory", "/ memory");
@@ -188,9 +198,13 @@ int RunBenchCache(const std::vector<std::string>& args) {
           } else {
             std::printf("%10s ", "");
           }
-          std::printf("%11lld %12lld %9.3f %9.3f %9.2f\n", static_cast<long long>(x.rows_read),
+          std::printf("%11lld %12lld %9.3f %9.3f %9.2f", static_cast<long long>(x.rows_read),
                       static_cast<long long>(x.rows_written), x.ids_per_s / 1e6, x.memory_ids_per_s / 1e6,
                       x.ids_per_s / x.memory_ids_per_s);
+          if (c.drop_page_cache) {
+            std::printf("   in page cache %.1f MiB", static_cast<double>(x.file_resident_bytes) / (1 << 20));
+          }
+          std::printf("\n");
         }
         std::fflush(stdout);
       });
@@ -206,6 +220,7 @@ int RunBenchCache(const std::vector<std::string>& args) {
                         {"row_order", numbered ? row_order : "as given"}, {"dim", c.dim}, {"batch", c.batch},
                         {"optimizer", c.optimizer}, {"paired_block_steps", kCacheBenchBlock},
                         {"probe_rows_per_s", r->probe_rows_per_s}, {"io", r->io_backend},
+                        {"drop_page_cache", c.drop_page_cache},
                         {"cacheability", stats->cacheability()}, {"expected_lookups", stats->expected_lookups()},
                         {"lookups", stats->lookups()}, {"runs", nlohmann::json::array()},
                         {"expected_curve", nlohmann::json::array()}};
@@ -222,6 +237,7 @@ int RunBenchCache(const std::vector<std::string>& args) {
                               {"miss_rate", miss_rate(x)}, {"rows_read", x.rows_read},
                               {"rows_written", x.rows_written}, {"ids_per_s", x.ids_per_s},
                               {"memory_ids_per_s", x.memory_ids_per_s},
+                              {"file_resident_bytes", x.file_resident_bytes},
                               {"over_memory", x.ids_per_s / x.memory_ids_per_s}};
       };
       nlohmann::json one = pass_json(0);
@@ -239,9 +255,11 @@ int RunBenchCache(const std::vector<std::string>& args) {
   }
   // At low hit rates a run is bound by its misses' reads: rows read per
   // second of the run against the probe's.
-  std::printf("random-read probe (a full row file of the same size, random rows in steps of %lld, by %s): "
+  std::printf("random-read probe (a full row file of the same size, random rows in steps of %lld, by %s%s): "
               "%.3f M rows/s; each run's misses read / s over it:",
-              static_cast<long long>(c.batch), r->io_backend.c_str(), r->probe_rows_per_s / 1e6);
+              static_cast<long long>(c.batch), r->io_backend.c_str(),
+              c.drop_page_cache ? ", each step's from the disk: its pages dropped from the page cache first" : "",
+              r->probe_rows_per_s / 1e6);
   for (const auto& run : r->runs) {
     for (size_t p = 0; p < run.passes.size(); ++p) {
       const CacheBenchPass& x = run.passes[p];

@@ -24,6 +24,9 @@
 #include <numeric>
 #include <random>
 
+#include <linux/magic.h>
+#include <sys/vfs.h>
+
 #include "shardrec/core/cache/row_file.h"
 #include "temp_dir.h"
 
@@ -111,6 +114,46 @@ TEST_P(RowFileIo, ScatteredWritesAndReadsRoundTripAndReopenAfterSync) {
   ExpectRows(*f, some, Bytes(some, 1));
   EXPECT_EQ(f->counters().rows_read, static_cast<int64_t>(some.size()));
   EXPECT_EQ(f->io_backend(), io == "threads" ? "4 threads" : io);
+}
+
+// DropPageCache (bench cache --drop-page-cache): the rows' pages go to the
+// disk and leave the page cache (where the file system keeps a page cache
+// of its own: not tmpfs), every row still reads back, through a mapping
+// too, and the file is no more trusted than before: a file written and
+// dropped but not synced is refused on reopening.
+TEST_P(RowFileIo, RowsDroppedFromThePageCacheReadBackAndTheFileIsTrustedNoMore) {
+  testing::TempDir dir("rowfile");
+  const auto path = dir.path() / "t0.rows";
+  const std::string io = GetParam();
+  const RowFileSpec spec = Spec(20000, "t0: 6 x float32 + 4 x float32 state", io);
+  std::vector<int64_t> rows(20000);
+  std::iota(rows.begin(), rows.end(), 0);
+  {
+    auto f = RowFile::Create(path, spec);
+    if (!f.ok() && io == "io_uring") GTEST_SKIP() << "io_uring cannot be used here: " << f.status().message();
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    ASSERT_TRUE(f->Write(rows, Bytes(rows, 1).data()).ok());
+    auto before = f->ResidentBytes();
+    ASSERT_TRUE(before.ok()) << before.status().ToString();
+    EXPECT_GT(*before, 0) << "rows just written sit in the page cache";
+    ASSERT_TRUE(f->DropPageCache().ok());
+    auto after = f->ResidentBytes();
+    ASSERT_TRUE(after.ok());
+    EXPECT_LE(*after, *before);
+    struct statfs fs {};
+    if (::statfs(dir.path().c_str(), &fs) == 0 && fs.f_type != TMPFS_MAGIC) {
+      EXPECT_LT(*after, *before / 4) << "the file's pages left the page cache";
+    }
+    std::vector<int64_t> some(rows.begin() + 3000, rows.begin() + 3500);
+    std::shuffle(some.begin(), some.end(), std::mt19937_64(4));
+    ExpectRows(*f, some, Bytes(some, 1));
+    ASSERT_TRUE(f->Write(some, Bytes(some, 2).data()).ok());  // and it takes writes after
+    ASSERT_TRUE(f->DropPageCache().ok());
+    ExpectRows(*f, some, Bytes(some, 2));
+  }
+  auto reopened = RowFile::Open(path, spec);
+  ASSERT_FALSE(reopened.ok()) << "written and dropped but never synced: still marked open";
+  EXPECT_EQ(reopened.status().code(), SR_FAILED_PRECONDITION) << reopened.status().ToString();
 }
 
 INSTANTIATE_TEST_SUITE_P(Io, RowFileIo, ::testing::Values("threads", "io_uring", "mmap"));

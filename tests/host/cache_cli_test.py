@@ -9,7 +9,8 @@ from its file; misses bound the rows read; with every row cached the hit
 rate approaches the stream's reuse; a warm pass over a cache that holds
 every row never misses, and warm misses are read back), the row files are
 removed, the rows' numbering (--row-order) changes no hit, --io mmap moves
-the same rows as the threads, and bad input
+the same rows as the threads, --drop-page-cache changes no hit or row
+moved and reports what the page cache held, and bad input
 is refused with a message naming it. The probe
 script docs/cache.md quotes (scripts/row_write_probe.py) runs too.
 
@@ -184,6 +185,25 @@ with tempfile.TemporaryDirectory() as d:
                [[p[k] for k in ("hit_rate", "rows_read", "rows_written")] for p in threads["runs"][0]["passes"]]
                == [[p[k] for k in ("hit_rate", "rows_read", "rows_written")] for p in mapped["runs"][0]["passes"]]
                and mapped["runs"][0]["passes"][1]["rows_read"] > 0, str((threads["runs"], mapped["runs"])))
+    # --drop-page-cache: the row file's pages leave the page cache before
+    # each turn, which changes no hit or row moved, and each pass says how
+    # much of the file the page cache held at its end.
+    dropped = report("--drop-page-cache runs", "--load-factors", "0.1", "--policies", "lfu", "--passes", "2",
+                     "--drop-page-cache")
+    if threads and dropped:
+        expect("the JSON says the page cache was dropped", dropped["drop_page_cache"] is True
+               and threads["drop_page_cache"] is False, str(dropped.keys()))
+        expect("dropping the page cache changes no hit or row moved",
+               [[p[k] for k in ("hit_rate", "rows_read", "rows_written")] for p in threads["runs"][0]["passes"]]
+               == [[p[k] for k in ("hit_rate", "rows_read", "rows_written")] for p in dropped["runs"][0]["passes"]],
+               str((threads["runs"], dropped["runs"])))
+        expect("each pass reports the file's bytes in the page cache",
+               all(p["file_resident_bytes"] >= 0 for p in dropped["runs"][0]["passes"]), str(dropped["runs"]))
+    r = run("--ids", ids, "--load-factors", "0.1", "--policies", "lru", "--batch", "512", "--dim", "4",
+            "--drop-page-cache")
+    expect("the report says the probe read the disk and what the page cache held",
+           r.returncode == 0 and "its pages dropped from the page cache first" in r.stdout
+           and "in page cache" in r.stdout, r.stdout + r.stderr)
     r = run("--ids", ids, "--load-factors", "0.1", "--policies", "lru", "--batch", "512", "--dim", "4",
             "--row-order", "scattered")
     expect("the report says how rows were numbered", r.returncode == 0 and "(rows scattered)" in r.stdout,

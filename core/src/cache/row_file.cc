@@ -519,6 +519,38 @@ Status RowFile::Forget(std::span<const int64_t> rows) {
   return Status::Ok();
 }
 
+Status RowFile::DropPageCache() {
+  if (s_->map_start != nullptr) {
+    if (::msync(s_->map_start, s_->map_bytes, MS_SYNC) != 0) return s_->Fail("cannot write the mapped rows back", errno);
+    // Unmapped from this process (a shared mapping's data stays in the
+    // file), so that the page cache may let them go.
+    if (::madvise(s_->map_start, s_->map_bytes, MADV_DONTNEED) != 0) return s_->Fail("cannot unmap the rows' pages", errno);
+  }
+  SR_RETURN_IF_ERROR(s_->SyncData());  // written pages are dropped only once clean
+  if (const int e = ::posix_fadvise(s_->fd, 0, 0, POSIX_FADV_DONTNEED); e != 0) {
+    return s_->Fail("cannot drop the file's pages from the page cache", e);
+  }
+  return Status::Ok();
+}
+
+StatusOr<int64_t> RowFile::ResidentBytes() const {
+  struct stat st {};
+  if (::fstat(s_->fd, &st) != 0) return s_->Fail("cannot stat", errno);
+  if (st.st_size == 0) return int64_t{0};
+  const auto size = static_cast<size_t>(st.st_size);
+  void* at = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, s_->fd, 0);
+  if (at == MAP_FAILED) return s_->Fail("cannot map to count its resident pages", errno);
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in((size + page - 1) / page);
+  const int rc = ::mincore(at, size, in.data());
+  const int e = errno;
+  ::munmap(at, size);
+  if (rc != 0) return s_->Fail("cannot count its resident pages", e);
+  int64_t pages = 0;
+  for (unsigned char c : in) pages += c & 1;
+  return pages * static_cast<int64_t>(page);
+}
+
 Status RowFile::Sync() {
   if (!s_->marked_open) return Status::Ok();  // nothing changed since the last Sync
   if (s_->torn_rows > 0) {

@@ -315,6 +315,16 @@ RowFileCounters TableCache::file_counters() const {
   s_->Settle();
   return s_->file.counters();
 }
+Status TableCache::DropPageCache() const {
+  std::lock_guard lock(s_->mu);
+  s_->Settle();
+  SR_RETURN_IF_ERROR(s_->Usable());
+  return s_->file.DropPageCache();
+}
+StatusOr<int64_t> TableCache::FileResidentBytes() const {
+  std::lock_guard lock(s_->mu);
+  return s_->file.ResidentBytes();
+}
 TableCache::PrefetchCounters TableCache::prefetch_counters() const {
   std::lock_guard lock(s_->mu);
   return s_->prefetch;

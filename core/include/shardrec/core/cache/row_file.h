@@ -96,6 +96,15 @@ class RowFile {
   Status Forget(std::span<const int64_t> rows);
   // Makes every row and the bitmap durable, then marks the file clean.
   Status Sync();
+  // Writes the rows' changed pages to the device and has the kernel drop
+  // the file's pages from the page cache (a mapping's are unmapped first),
+  // so the next reads come from the device: for measuring a disk the page
+  // cache does not hold (`bench cache --drop-page-cache`). The header and
+  // what the file is trusted for are unchanged. The kernel may keep pages
+  // still in use elsewhere; `ResidentBytes` says what is left.
+  Status DropPageCache();
+  // Bytes of the file in the page cache now (mincore over a read-only map).
+  StatusOr<int64_t> ResidentBytes() const;
 
  private:
   struct State;

@@ -96,6 +96,11 @@ class TableCache {
   // Per id looked up: an id repeated within a batch is a hit after its first.
   const CacheCounters& counters() const;
   RowFileCounters file_counters() const;  // after the write-back in flight
+  // Its row file's pages out of the page cache (RowFile::DropPageCache),
+  // after the write-back in flight: the next misses read the device. No
+  // row changes, hence const.
+  Status DropPageCache() const;
+  StatusOr<int64_t> FileResidentBytes() const;
   // Rows a Prefetch read from the file, and how many an Assign then took.
   struct PrefetchCounters {
     int64_t staged = 0, used = 0;
