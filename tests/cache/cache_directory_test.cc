@@ -348,6 +348,62 @@ TEST_F(CacheDirectoryTest, AFailingPolicyChangesNothing) {
   EXPECT_FALSE(CacheDirectory::Create(registry_, "nosuch", {}, {.slots = 8}).ok());
 }
 
+// On threads, the first failure in batch order wins, as in one pass: a set
+// out of overflow slots before a part's policy fails is refused for the
+// overflow, and the other way round for the policy; either way nothing
+// changes. (The throwing fixture says it is thread-safe, so it gets parts.)
+TEST_F(CacheDirectoryTest, OnThreadsTheFirstFailureInBatchOrderWins) {
+  const auto lib = testing::Fixture("score_throws", "eviction", "scorethrows");
+  ASSERT_TRUE(registry_.LoadLibrary(lib).ok());
+  std::string name;
+  for (const auto& ref : registry_.Components(SR_KIND_EVICTION)) {
+    if (ref.library->path() == std::filesystem::absolute(lib)) name = ref.name();
+  }
+  ASSERT_FALSE(name.empty());
+  // Which set each id falls in: a directory of the same shape tells, one id at a time.
+  const CacheDirectoryConfig shape{.slots = 8, .ways = 4, .overflow = 1};
+  std::vector<int64_t> in_set[2];
+  for (int64_t id = 0; in_set[0].size() < 6 || in_set[1].size() < 6; ++id) {
+    auto probe = CacheDirectory::Create(registry_, "lru", {}, shape);
+    ASSERT_TRUE(probe.ok());
+    const std::vector<int64_t> one = {id};
+    ASSERT_TRUE(probe->Assign(one).ok());
+    auto& set = in_set[probe->SlotOf(id) / 4];
+    if (set.size() < 6) set.push_back(id);
+  }
+  const auto& a = in_set[0];
+  const auto& b = in_set[1];
+  const std::vector<int64_t> fill = {a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]};  // free ways: no policy
+  // Set a: four hits, then two first sights for one overflow slot; set b: a
+  // miss in a full set, which asks the policy. Overflow first, then policy first.
+  const std::vector<int64_t> overflow_first = {a[0], a[1], a[2], a[3], a[4], a[5], b[4]};
+  const std::vector<int64_t> policy_first = {a[0], a[1], a[2], a[3], b[4], a[4], a[5]};
+  for (const auto& [batch, code] : {std::pair{overflow_first, SR_RESOURCE_EXHAUSTED}, std::pair{policy_first, SR_INTERNAL}}) {
+    for (const int64_t parts : {int64_t{1}, int64_t{2}, int64_t{4}}) {
+      SCOPED_TRACE("parts " + std::to_string(parts) + (code == SR_INTERNAL ? ", policy first" : ", overflow first"));
+      CacheDirectoryConfig config = shape;
+      config.parts = parts;
+      config.parallel_from = 0;
+      auto dir = CacheDirectory::Create(registry_, name, {}, config);
+      ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+      ASSERT_TRUE(dir->Assign(fill).ok());
+      std::vector<int64_t> slots;
+      for (int64_t id : fill) slots.push_back(dir->SlotOf(id));
+      auto refused = dir->Assign(batch);
+      ASSERT_FALSE(refused.ok());
+      EXPECT_EQ(refused.status().code(), code) << refused.status().ToString();
+      for (size_t k = 0; k < fill.size(); ++k) EXPECT_EQ(dir->SlotOf(fill[k]), slots[k]) << fill[k];
+      for (int64_t id : {a[4], a[5], b[4]}) EXPECT_EQ(dir->SlotOf(id), -1) << id;
+      EXPECT_EQ(dir->counters().lookups, 8);
+      EXPECT_EQ(dir->counters().overflows, 0);
+      // And it goes on: the same hits again, every way still its own.
+      auto again = dir->Assign(fill);
+      ASSERT_TRUE(again.ok()) << again.status().ToString();
+      EXPECT_TRUE(again->load.ids.empty());
+    }
+  }
+}
+
 // The misses of a batch are decided in parts (by set) on threads. One part
 // is the single pass in batch order; three parts in turn on one thread and
 // eight on threads must make the same plans entry for entry, the same

@@ -117,8 +117,8 @@ TEST_P(RowFileIo, ScatteredWritesAndReadsRoundTripAndReopenAfterSync) {
 }
 
 // DropPageCache (bench cache --drop-page-cache): the rows' pages go to the
-// disk and leave the page cache (where the file system keeps a page cache
-// of its own: not tmpfs), every row still reads back, through a mapping
+// disk and leave the page cache (on ext4, xfs and btrfs; elsewhere the
+// kernel may keep them), every row still reads back, through a mapping
 // too, and the file is no more trusted than before: a file written and
 // dropped but not synced is refused on reopening.
 TEST_P(RowFileIo, RowsDroppedFromThePageCacheReadBackAndTheFileIsTrustedNoMore) {
@@ -135,13 +135,16 @@ TEST_P(RowFileIo, RowsDroppedFromThePageCacheReadBackAndTheFileIsTrustedNoMore) 
     ASSERT_TRUE(f->Write(rows, Bytes(rows, 1).data()).ok());
     auto before = f->ResidentBytes();
     ASSERT_TRUE(before.ok()) << before.status().ToString();
-    EXPECT_GT(*before, 0) << "rows just written sit in the page cache";
     ASSERT_TRUE(f->DropPageCache().ok());
     auto after = f->ResidentBytes();
     ASSERT_TRUE(after.ok());
-    EXPECT_LE(*after, *before);
+    // Where the file system caches in the page cache and drops on request
+    // (not tmpfs, ZFS, FUSE or network ones), the pages must have gone.
     struct statfs fs {};
-    if (::statfs(dir.path().c_str(), &fs) == 0 && fs.f_type != TMPFS_MAGIC) {
+    const bool drops = ::statfs(dir.path().c_str(), &fs) == 0 &&
+                       (fs.f_type == EXT4_SUPER_MAGIC || fs.f_type == XFS_SUPER_MAGIC || fs.f_type == BTRFS_SUPER_MAGIC);
+    if (drops) {
+      EXPECT_GT(*before, 0) << "rows just written sit in the page cache";
       EXPECT_LT(*after, *before / 4) << "the file's pages left the page cache";
     }
     std::vector<int64_t> some(rows.begin() + 3000, rows.begin() + 3500);

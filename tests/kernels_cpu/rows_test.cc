@@ -162,7 +162,7 @@ TEST(Rows, ThousandsOfRowsCopyOnThreadsAsOneAndTheLastDuplicateWins) {
   const int64_t sd = before.state_dim;
   std::mt19937_64 rng(5);
   std::vector<int64_t> rows(kN);
-  for (auto& r : rows) r = static_cast<int64_t>(rng() % 1500) * 3;  // many duplicates, scattered
+  for (auto& r : rows) r = static_cast<int64_t>(rng() % 1500) * 3 + static_cast<int64_t>(rng() % 2);  // duplicates
   for (const bool strided : {false, true}) {
     SCOPED_TRACE(strided ? "strided" : "contiguous");
     const float base = strided ? 0.5f : 0.0f;

@@ -15,7 +15,7 @@
 // order by the position of the miss that made each entry, and the index
 // changes they make are applied afterwards on the calling thread (the
 // hashed index is not thread-safe). Each part scores with a policy handle
-// of its own.
+// of its own; a policy that does not declare `thread_safe` gets one part.
 #include "shardrec/core/cache/cache_directory.h"
 
 #include <algorithm>
@@ -152,10 +152,9 @@ struct CacheDirectory::State {
 
   // Assign's undo log: the slots it changed itself (the parts keep their
   // own), and the index's changes, undone in reverse. A hit changes only
-  // its accesses, by one batch: (slot, last access before) is enough, in a
-  // log of its own (a hit's slot is never changed again in its batch).
+  // its accesses, by one batch: (slot, last access before) is enough, in
+  // its run's log (a hit's slot is never changed again in its batch).
   SlotLog log;
-  std::vector<std::pair<int64_t, int64_t>> hits_saved;
   std::vector<std::pair<int64_t, int64_t>> inserted;  // (id, slot)
   std::vector<std::pair<int64_t, int64_t>> erased;
   // Assign's scratch, kept across calls: per run of the batch (its hits
@@ -166,9 +165,11 @@ struct CacheDirectory::State {
     std::vector<std::pair<int64_t, int64_t>> hits_saved;
   };
   std::vector<Run> runs;
+  size_t runs_used = 0;  // this batch's runs (the undo restores their hits)
   TakenTable loaded;
 
   explicit State(EvictionPolicy p) : policy(std::move(p)) {}
+  StatusOr<Plan> DecideBatch(std::span<const int64_t> ids);
   int64_t Find(int64_t id) const { return direct ? by_row.Find(id) : index.Find(id); }
   void FindMany(std::span<const int64_t> batch_ids, int64_t* slots) const {
     if (direct) {
@@ -229,10 +230,12 @@ struct CacheDirectory::State {
     for (auto it = erased.rbegin(); it != erased.rend(); ++it) Index(it->first, it->second);
     Restore(log);  // the parts' slots are set slots, these overflow slots: in any order
     for (const Part& p : parts) Restore(p.log);
-    for (const auto& [slot, last] : hits_saved) {
-      Use& use = uses[static_cast<size_t>(slot)];
-      --use.count;
-      use.last = last;
+    for (size_t r = 0; r < runs_used; ++r) {
+      for (const auto& [slot, last] : runs[r].hits_saved) {
+        Use& use = uses[static_cast<size_t>(slot)];
+        --use.count;
+        use.last = last;
+      }
     }
   }
   // Empties a slot (its row listed in `write_backs` when it changed; its id
@@ -405,7 +408,11 @@ StatusOr<CacheDirectory> CacheDirectory::Create(const PluginRegistry& registry, 
     return InvalidArgumentError(fmt::format("row cache: {} parts (1..256), parallel from {} misses (>= 0)",
                                             config.parts, config.parallel_from));
   }
-  s->parts.resize(static_cast<size_t>(config.parts));
+  // Parts score on threads of their own, so only a policy that says it may
+  // be called from several threads at once gets more than one (docs/abi.md:
+  // otherwise the host serialises its calls).
+  const bool concurrent = ref.BoolAttribute("thread_safe").value_or(false);
+  s->parts.resize(static_cast<size_t>(concurrent ? config.parts : 1));
   s->parts[0].policy = &s->policy;
   for (size_t p = 1; p < s->parts.size(); ++p) {
     SR_ASSIGN_OR_RETURN(auto own, EvictionPolicy::Create(ref, policy_options));
@@ -450,15 +457,13 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
     }
   }
   s.log.Clear();
-  s.hits_saved.clear();
   s.inserted.clear();
   s.erased.clear();
   for (Part& p : s.parts) p.Clear();
+  s.runs_used = 0;
   const int64_t batch_before = s.batch;
-  const std::vector<int64_t> overflow_before = s.overflow_held;
+  std::vector<int64_t> overflow_before;
   const CacheCounters counters_before = s.counters;
-  ++s.batch;
-  Plan plan;
   auto fail = [&](Status st) -> StatusOr<Plan> {
     s.Undo();
     s.batch = batch_before;
@@ -466,10 +471,32 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
     s.counters = counters_before;
     return st;
   };
+  // Every change below is logged before it is made, so an exception (out
+  // of memory, on this thread or a part's) is undone like a refusal.
+  try {
+    overflow_before = s.overflow_held;
+    ++s.batch;
+    auto plan = s.DecideBatch(ids);
+    if (!plan.ok()) return fail(plan.status());
+    return plan;
+  } catch (const std::bad_alloc&) {
+    return fail(Status(SR_RESOURCE_EXHAUSTED,
+                       fmt::format("row cache: out of memory deciding a batch of {} ids", ids.size())));
+  } catch (const std::exception& e) {
+    return fail(InternalError(fmt::format("row cache: deciding a batch of {} ids: {}", ids.size(), e.what())));
+  }
+}
+
+// Assign's work after its checks; an error leaves the undo to Assign.
+StatusOr<CacheDirectory::Plan> CacheDirectory::State::DecideBatch(std::span<const int64_t> ids) {
+  State& s = *this;
+  Plan plan;
   // Last batch's overflow ids leave first.
   std::vector<Entry> released;
-  for (int64_t slot : s.overflow_held) s.Empty(s.log, slot, 0, released, s.erased);
-  for (const auto& [id, slot] : s.erased) s.Unindex(id);
+  for (int64_t slot : s.overflow_held) {
+    s.Empty(s.log, slot, 0, released, s.erased);
+    s.Unindex(s.erased.back().first);  // the index changes only once the change is logged
+  }
   for (const Entry& e : released) {
     plan.write_back.ids.push_back(e.id);
     plan.write_back.slots.push_back(e.slot);
@@ -483,11 +510,15 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
   constexpr size_t kRun = 4096;
   const size_t runs = ids.size() >= 2 * kRun ? (ids.size() + kRun - 1) / kRun : 1;
   if (s.runs.size() < runs) s.runs.resize(runs);
+  for (size_t r = 0; r < runs; ++r) {  // before any run starts: the undo reads every one
+    s.runs[r].misses.clear();
+    s.runs[r].hits_saved.clear();
+  }
+  s.runs_used = runs;
   auto count_hits = [&](size_t r) {
     State::Run& run = s.runs[r];
-    run.misses.clear();
-    run.hits_saved.clear();
     const size_t from = r * ids.size() / runs, to = (r + 1) * ids.size() / runs;
+    run.hits_saved.reserve(to - from);  // a hit is logged as it is counted, which must not throw
     int64_t* slots = plan.slots.data();
     s.FindMany(ids.subspan(from, to - from), slots + from);  // prefetched lookups, many misses in flight
     constexpr size_t kAhead = 16;  // hits' slots are scattered: bring each toward the cache early
@@ -518,7 +549,6 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
   const auto parts = s.parts.size();
   size_t misses = 0;
   for (size_t r = 0; r < runs; ++r) {
-    for (const auto& hit : s.runs[r].hits_saved) s.hits_saved.push_back(hit);
     for (size_t i : s.runs[r].misses) {
       const int64_t set = s.SetOf(ids[i]);
       s.parts[static_cast<size_t>(set) % parts].misses.emplace_back(i, set);
@@ -531,16 +561,31 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
   } else {
     for (Part& p : s.parts) s.Decide(p, ids, slots);
   }
-  const Part* failed = nullptr;  // the first failure in batch order, as one pass would meet it
+  auto overflow_refused = [&] {
+    return Status(SR_RESOURCE_EXHAUSTED, fmt::format(
+        "row cache: a batch of {} ids fills a set of {} ways and all {} overflow slots; raise the cache's "
+        "load factor or its overflow (cache_params overflow=N: slots for one batch's ids beyond full sets), "
+        "or lower the batch",
+        ids.size(), s.ways, s.overflow));
+  };
+  // The first failure in batch order, as one pass would meet it: a part's
+  // policy, or an earlier first sight that finds the overflow slots taken
+  // (every part decided every miss before its own failure).
+  const Part* failed = nullptr;
   for (const Part& p : s.parts) {
     if (!p.failed.ok() && (failed == nullptr || p.failed_at < failed->failed_at)) failed = &p;
   }
-  if (failed != nullptr) return fail(failed->failed);
-  // The parts' index changes and lists, in batch order.
+  if (failed != nullptr) {
+    const std::vector<Entry> wanted = InBatchOrder(s.parts, {&Part::overflow});
+    const auto room = static_cast<size_t>(s.overflow);
+    if (wanted.size() > room && wanted[room].at < failed->failed_at) return overflow_refused();
+    return failed->failed;
+  }
+  // The parts' index changes and lists, in batch order (each logged first).
   for (const Part& p : s.parts) {
     for (const auto& [id, slot] : p.erased) {
-      s.Unindex(id);
       s.erased.emplace_back(id, slot);
+      s.Unindex(id);
     }
   }
   for (const Entry& e : InBatchOrder(s.parts, {&Part::write_backs})) {
@@ -554,21 +599,15 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
     if (k + kAhead < incoming.size()) s.PrefetchIndex(incoming[k + kAhead].id);
     Entry& e = incoming[k];
     if (e.slot == kWantsOverflow) {
-      if (next_overflow == s.capacity()) {
-        return fail(Status(SR_RESOURCE_EXHAUSTED, fmt::format(
-            "row cache: a batch of {} ids fills a set of {} ways and all {} overflow slots; raise the cache's "
-            "load factor or its overflow (cache_params overflow=N: slots for one batch's ids beyond full sets), "
-            "or lower the batch",
-            ids.size(), s.ways, s.overflow)));
-      }
+      if (next_overflow == s.capacity()) return overflow_refused();
       e.slot = next_overflow++;
       s.Fill(s.log, e.slot, e.id);
       s.overflow_held.push_back(e.slot);
       ++s.counters.overflows;
       slots[e.at] = e.slot;
     }
-    s.Index(e.id, e.slot);
     s.inserted.emplace_back(e.id, e.slot);
+    s.Index(e.id, e.slot);
     plan.load.ids.push_back(e.id);
     plan.load.slots.push_back(e.slot);
   }

@@ -319,7 +319,14 @@ Status TableCache::DropPageCache() const {
   std::lock_guard lock(s_->mu);
   s_->Settle();
   SR_RETURN_IF_ERROR(s_->Usable());
-  return s_->file.DropPageCache();
+  // A failed write-back of the file's pages is reported once (the kernel
+  // forgets it): the rows it held may be lost, so the cache stops, as after
+  // any failed write.
+  if (Status dropped = s_->file.DropPageCache(); !dropped.ok()) {
+    s_->failed = dropped;
+    return s_->Usable();
+  }
+  return Status::Ok();
 }
 StatusOr<int64_t> TableCache::FileResidentBytes() const {
   std::lock_guard lock(s_->mu);

@@ -9,9 +9,10 @@
  * keeps the `capacity` highest scores, ties going to the lower index (so
  * residents win ties against candidates), unless the policy chooses itself.
  *
- * The host may create several handles of one policy with the same options
- * (a row cache makes one per part of its sets) and call them from different
- * threads at once; it never calls one handle from two threads at once.
+ * A policy that declares the attribute thread_safe may have several handles
+ * of it, made with the same options, called from different threads at once
+ * (a row cache scores the parts of its sets so); one that does not is called
+ * from one thread at a time.
  */
 #ifndef SHARDREC_ABI_EVICTION_H_
 #define SHARDREC_ABI_EVICTION_H_
