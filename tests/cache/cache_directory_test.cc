@@ -43,6 +43,17 @@ class CacheDirectoryTest : public ::testing::Test {
     std::shuffle(out.begin(), out.end(), rng);
     return out;
   }
+  // The fixture whose score() throws, loaded: its component's name as
+  // registered (empty, with a failure recorded, when it does not load).
+  std::string LoadScoreThrows() {
+    const auto lib = testing::Fixture("score_throws", "eviction", "scorethrows");
+    auto loaded = registry_.LoadLibrary(lib);
+    EXPECT_TRUE(loaded.ok()) << lib << ": " << loaded.ToString();
+    for (const auto& ref : registry_.Components(SR_KIND_EVICTION)) {
+      if (ref.library->path() == std::filesystem::absolute(lib)) return ref.name();
+    }
+    return "";
+  }
   HostServices services_;
   PluginRegistry registry_{&services_};
 };
@@ -319,13 +330,7 @@ TEST_F(CacheDirectoryTest, ARepeatedIdSharesOneSlotAndIsLoadedOnce) {
 }
 
 TEST_F(CacheDirectoryTest, AFailingPolicyChangesNothing) {
-  const auto lib = testing::Fixture("score_throws", "eviction", "scorethrows");
-  auto loaded = registry_.LoadLibrary(lib);
-  ASSERT_TRUE(loaded.ok()) << lib << ": " << loaded.ToString();
-  std::string name;  // the component's name as registered
-  for (const auto& ref : registry_.Components(SR_KIND_EVICTION)) {
-    if (ref.library->path() == std::filesystem::absolute(lib)) name = ref.name();
-  }
+  const std::string name = LoadScoreThrows();
   ASSERT_FALSE(name.empty());
   // The parts on threads, each with a handle of its own: the same.
   auto dir = CacheDirectory::Create(registry_, name, {}, {.slots = 4, .ways = 4, .parts = 4, .parallel_from = 0});
@@ -353,12 +358,7 @@ TEST_F(CacheDirectoryTest, AFailingPolicyChangesNothing) {
 // overflow, and the other way round for the policy; either way nothing
 // changes. (The throwing fixture says it is thread-safe, so it gets parts.)
 TEST_F(CacheDirectoryTest, OnThreadsTheFirstFailureInBatchOrderWins) {
-  const auto lib = testing::Fixture("score_throws", "eviction", "scorethrows");
-  ASSERT_TRUE(registry_.LoadLibrary(lib).ok());
-  std::string name;
-  for (const auto& ref : registry_.Components(SR_KIND_EVICTION)) {
-    if (ref.library->path() == std::filesystem::absolute(lib)) name = ref.name();
-  }
+  const std::string name = LoadScoreThrows();
   ASSERT_FALSE(name.empty());
   // Which set each id falls in: a directory of the same shape tells, one id at a time.
   const CacheDirectoryConfig shape{.slots = 8, .ways = 4, .overflow = 1};
