@@ -491,6 +491,7 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::Assign(std::span<const int64_t> i
 StatusOr<CacheDirectory::Plan> CacheDirectory::State::DecideBatch(std::span<const int64_t> ids) {
   State& s = *this;
   Plan plan;
+  constexpr size_t kAhead = 16;  // scattered slots and index entries: each brought toward the cache early
   // Last batch's overflow ids leave first.
   std::vector<Entry> released;
   for (int64_t slot : s.overflow_held) {
@@ -521,7 +522,6 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::State::DecideBatch(std::span<cons
     run.hits_saved.reserve(to - from);  // a hit is logged as it is counted, which must not throw
     int64_t* slots = plan.slots.data();
     s.FindMany(ids.subspan(from, to - from), slots + from);  // prefetched lookups, many misses in flight
-    constexpr size_t kAhead = 16;  // hits' slots are scattered: bring each toward the cache early
     for (size_t i = from; i < to; ++i) {
       if (i + kAhead < to && slots[i + kAhead] >= 0) {
         __builtin_prefetch(&s.uses[static_cast<size_t>(slots[i + kAhead])], 1);
@@ -544,7 +544,6 @@ StatusOr<CacheDirectory::Plan> CacheDirectory::State::DecideBatch(std::span<cons
   } else {
     for (size_t r = 0; r < runs; ++r) count_hits(r);
   }
-  constexpr size_t kAhead = 16;
   // Misses: each part decides its sets', on threads when they are many.
   const auto parts = s.parts.size();
   size_t misses = 0;
