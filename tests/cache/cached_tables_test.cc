@@ -215,6 +215,42 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
   EXPECT_GT(reloads, 0);
 }
 
+// A cold cache draws each first sight's initial weights itself, thousands
+// a batch on threads: the rows the in-memory kernel made at creation, bit
+// for bit, through a batch's misses and through reads of rows never loaded.
+TEST_F(CachedTablesTest, ThousandsOfFirstSightsDrawTheKernelsInitialRows) {
+  constexpr int64_t kMany = 5000;
+  for (const DataType dtype : {DataType::kFp32, DataType::kFp16}) {
+    SCOPED_TRACE(DataTypeName(dtype));
+    testing::TempDir dir("drawn");
+    EmbeddingTableConfig t;
+    t.name = "big";
+    t.num_embeddings = kMany;
+    t.embedding_dim = kDim;
+    t.feature_names = {"f"};
+    t.data_type = dtype;
+    EmbeddingModuleOptions options;
+    options.optimizer = OptimizerSpec::Parse("adagrad,lr=0.1").value();
+    options.init_seed = 23;
+    auto ref = EmbeddingTables::Create(registry_, {t}, options);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    const CacheParams params{.algorithm = "lru", .load_factor = 0.5, .overflow = kMany};
+    auto cached = EmbeddingTables::Create(registry_, {t}, options, {}, {TableCacheSpec{params, dir.path() / "big.rows", {}}});
+    ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+    // One batch of the first 3000 rows, one id a bag: 3000 first sights.
+    std::vector<int64_t> ids(3000);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+    const auto batch = KeyedJaggedTensor::FromLengths({"f"}, ids, std::vector<int64_t>(ids.size(), 1)).value();
+    Tensor want = Tensor::Zeros(dtype::kFloat32, {3000, kDim}), got = want.Clone();
+    ASSERT_TRUE(ref->Forward(batch, {0}, {0}, want).ok());
+    ASSERT_TRUE(cached->Forward(batch, {0}, {0}, got).ok());
+    EXPECT_TRUE(SameBytes(got, want)) << "the first sights' pooled rows";
+    // Every row, most of them never loaded: drawn on the way out.
+    EXPECT_TRUE(SameBytes(cached->ReadWeights(0).value(), ref->ReadWeights(0).value()));
+    EXPECT_TRUE(SameBytes(cached->ReadState(0).value(), ref->ReadState(0).value()));
+  }
+}
+
 TEST_F(CachedTablesTest, BadSettingsAndForeignFilesAreRefusedByName) {
   testing::TempDir dir("cached");
   EmbeddingModuleOptions options;

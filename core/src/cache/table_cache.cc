@@ -15,6 +15,8 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 
 #include "shardrec/core/tensor/dtype_convert.h"
 #include "shardrec/sdk/init.hpp"
@@ -114,12 +116,23 @@ struct TableCache::State {
     const bool direct = SameDType(format.weight_dtype, dtype::kFloat32);
     Tensor f = direct ? Tensor() : Tensor::Empty(dtype::kFloat32, {n, dim});
     float* to = direct ? reinterpret_cast<float*>(out) : f.data<float>();
-    for (int64_t k = 0; k < n; ++k) {
-      const auto id = ids[static_cast<size_t>(k)];
-      const int64_t global = spec.global_rows.empty() ? format.row_origin + id
-                                                      : spec.global_rows[static_cast<size_t>(id)];
-      sdk::InitialRowWeights(format.init_seed, global, format.col_origin, dim, config.init_min(), config.init_max(),
-                             to + k * dim);
+    // Each row drawn alone (a hash of seed, row and column), so rows split
+    // over threads draw the same bytes; a cold pass draws a row per first sight.
+    auto draw = [&](int64_t lo, int64_t hi) {
+      for (int64_t k = lo; k < hi; ++k) {
+        const auto id = ids[static_cast<size_t>(k)];
+        const int64_t global = spec.global_rows.empty() ? format.row_origin + id
+                                                        : spec.global_rows[static_cast<size_t>(id)];
+        sdk::InitialRowWeights(format.init_seed, global, format.col_origin, dim, config.init_min(),
+                               config.init_max(), to + k * dim);
+      }
+    };
+    constexpr int64_t kRowsPerTask = 512;
+    if (n < 2 * kRowsPerTask) {
+      draw(0, n);
+    } else {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kRowsPerTask),
+                        [&](const tbb::blocked_range<int64_t>& r) { draw(r.begin(), r.end()); });
     }
     if (direct) return Status::Ok();
     SR_ASSIGN_OR_RETURN(Tensor typed, FromFloat32(f, format.weight_dtype, "initial rows of " + config.name));
