@@ -9,8 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "shardrec/core/managed_collision/id_hash.h"  // the probe scatters ids as the slot index does
-#include "shardrec/core/resources/huge_page_allocator.h"  // and lives in the same pages
+#include "slot_probe.h"
 
 namespace shardrec::cli {
 
@@ -25,37 +24,6 @@ double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 int64_t IdOf(int64_t i) {
   return static_cast<int64_t>((static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ULL) & 0x7fffffffffffffffULL);
 }
-
-class SlotProbe {
- public:
-  // The index IdSlotIndex builds for `slots` ids (IdIndexEntries). Every
-  // entry holds a row, so no probe runs past its home.
-  explicit SlotProbe(int64_t slots) : mask_(mc::IdIndexEntries(slots) - 1), entries_(mask_ + 1) {
-    for (size_t b = 0; b < entries_.size(); ++b) entries_[b] = {static_cast<int64_t>(b), static_cast<int64_t>(b)};
-  }
-  int64_t bytes() const { return static_cast<int64_t>(entries_.size() * sizeof(Entry)); }
-
-  // Returns seconds. Each id's slot is prefetched kAhead ids early: of the
-  // simple loops tried (no prefetch, the index's groups of 16, rolling
-  // prefetch 8..256 ahead), 64 ahead was the fastest, ~3x the plain loop.
-  double Run(const std::vector<int64_t>& ids, std::vector<int64_t>& out) const {
-    constexpr size_t kAhead = 64;
-    const auto start = Clock::now();
-    const size_t n = ids.size();
-    for (size_t i = 0; i < n; ++i) {
-      if (i + kAhead < n) __builtin_prefetch(&entries_[mc::Fmix64(static_cast<uint64_t>(ids[i + kAhead])) & mask_]);
-      out[i] = entries_[mc::Fmix64(static_cast<uint64_t>(ids[i])) & mask_].row;
-    }
-    return Since(start);
-  }
-
- private:
-  struct Entry {
-    int64_t id, row;
-  };
-  uint64_t mask_;
-  std::vector<Entry, HugePageAllocator<Entry>> entries_;
-};
 
 // Best and median of per-call ids/s.
 Figure Rates(std::vector<double> seconds, int64_t ids) {

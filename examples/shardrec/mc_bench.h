@@ -1,12 +1,10 @@
 // `shardrec bench mc`: remap throughput of one MchManagedCollisionModule on
 // one thread, against a probe run in the same process on the same ids.
 //
-// The probe is the memory-latency limit of one slot lookup per id: a
-// gather `out[i] = table[hash(id[i]) & mask].row` over an array of exactly
-// the module's slot-index size (power of two, 16-byte {id, row} entries,
-// at most half full), prefetching 64 ids ahead. A remap does that lookup
-// plus its bookkeeping, so remap / probe is how much of the limit it
-// reaches; both move together on a noisy machine.
+// The probe (slot_probe.h) is the memory-latency limit of one slot lookup
+// per id, over an array of exactly the module's slot-index size. A remap
+// does that lookup plus its bookkeeping, so remap / probe is how much of
+// the limit it reaches; both move together on a noisy machine.
 //
 // Phases, all on a table filled with `slots` ids first:
 //   hits, inference   Forward(training=false) of `ids` resident ids

@@ -232,12 +232,19 @@ r = run("bench", "mc", "--stream", "400000", "--slots", "2000", "--distinct", "1
 ok = r.returncode == 0
 expect("bench mc --stream", ok, r.stdout + r.stderr)
 if ok:
-    tenths = json.loads(r.stdout.strip().splitlines()[-1])["tenths"]
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    tenths = report["tenths"]
     expect("stream: ten reports ending at the stream's length", len(tenths) == 10 and tenths[-1]["ids_done"] == 400000,
            str(tenths))
     expect("stream: module bytes flat over the second half",
            max(t["module_bytes"] for t in tenths[5:]) == min(t["module_bytes"] for t in tenths[5:]), str(tenths))
     expect("stream: hits and throughput", all(0 < t["hit_rate"] < 1 and t["ids_per_s"] > 0 for t in tenths), str(tenths))
+    # Each tenth beside the probe run on its ids; the run's ratio is the
+    # median of the tenths' own ratios, not a ratio of two medians.
+    ratios = sorted(t["ids_per_s"] / t["probe_ids_per_s"] for t in tenths if t["probe_ids_per_s"] > 0)
+    expect("stream: a probe per tenth", len(ratios) == 10 and report["probe_bytes"] > 0, str(report))
+    expect("stream: the median tenth's ratio to its probe",
+           len(ratios) == 10 and abs(report["median_over_probe"] - ratios[5]) <= 1e-9 * ratios[5], str(report))
 
 print(f"{len(failures)} failed" if failures else "all passed")
 sys.exit(1 if failures else 0)
