@@ -62,7 +62,7 @@ StatusOr<std::vector<McStreamTenth>> RunMcStream(const PluginRegistry& registry,
       t.ids_done = done;
       const auto looked_up = static_cast<double>(now.lookups - at_last.lookups);
       t.ids_per_s = looked_up / seconds;
-      t.probe_ids_per_s = looked_up / probe_seconds;
+      t.probe_ids_per_s = probe_seconds > 0 ? looked_up / probe_seconds : 0.0;
       t.hit_rate = static_cast<double>(now.hits - at_last.hits) / looked_up;
       t.admitted_per_id = static_cast<double>(now.admissions - at_last.admissions) / looked_up;
       t.evicted_per_id = static_cast<double>(now.evictions - at_last.evictions) / looked_up;
