@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "mc_bench.h"
 #include "mc_stream_bench.h"
+#include "slot_probe.h"
 #include "mc_policies.h"
 
 namespace shardrec::cli {
@@ -80,7 +81,7 @@ int RunStream(const McStreamConfig& s, const HostSession& session, bool json) {
     return v.empty() ? 0.0 : v[v.size() / 2];
   };
   const double median = median_of(rates), probe_median = median_of(probes), median_over_probe = median_of(over_probe);
-  const int64_t probe_bytes = r.value().empty() ? 0 : r.value().front().probe_bytes;
+  const int64_t probe_bytes = SlotProbe::Bytes(s.slots);
   if (!json) {
     std::printf("median tenth %.2f M ids/s, %.3f of the probe (hashed random reads of a %.0f MiB array, the slot "
                 "index's size, on each step's ids right after it: median %.1f M ids/s)\n",

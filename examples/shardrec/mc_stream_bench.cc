@@ -67,7 +67,6 @@ StatusOr<std::vector<McStreamTenth>> RunMcStream(const PluginRegistry& registry,
       t.admitted_per_id = static_cast<double>(now.admissions - at_last.admissions) / looked_up;
       t.evicted_per_id = static_cast<double>(now.evictions - at_last.evictions) / looked_up;
       t.module_bytes = module.Bytes();
-      t.probe_bytes = probe.bytes();
       t.rss_bytes = CurrentRssBytes();
       t.peak_rss_bytes = PeakRssBytes();
       out.push_back(t);

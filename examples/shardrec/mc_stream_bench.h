@@ -42,7 +42,7 @@ struct McStreamTenth {
   // churn each round pays for (a hit rate near 100% with a round every step
   // still admits every id the step saw for the first time).
   double admitted_per_id = 0, evicted_per_id = 0;
-  int64_t module_bytes = 0, probe_bytes = 0, rss_bytes = 0, peak_rss_bytes = 0;
+  int64_t module_bytes = 0, rss_bytes = 0, peak_rss_bytes = 0;
 };
 
 StatusOr<std::vector<McStreamTenth>> RunMcStream(const PluginRegistry& registry, const McStreamConfig& config,

@@ -24,6 +24,8 @@ class SlotProbe {
     for (size_t b = 0; b < entries_.size(); ++b) entries_[b] = {static_cast<int64_t>(b), static_cast<int64_t>(b)};
   }
   int64_t bytes() const { return static_cast<int64_t>(entries_.size() * sizeof(Entry)); }
+  // What the probe for `slots` ids holds, before it is made.
+  static int64_t Bytes(int64_t slots) { return static_cast<int64_t>(mc::IdIndexEntries(slots) * sizeof(Entry)); }
 
   // Returns seconds; out.size() >= ids.size(). Each id's slot is prefetched
   // kAhead ids early: of the simple loops tried (no prefetch, the index's
