@@ -375,17 +375,31 @@ TEST_F(Model, HostsSplitIntraAndInter) {
 }
 
 TEST_F(Model, RanksThatShareCoresAreBoundByTheHost) {
-  // 4 ranks on one host of 2 cores: the step is the slowest rank, or the
-  // host's summed rank time over its cores when that is longer.
+  // 4 ranks on one host of 2 cores take turns on them: the cores are shared
+  // evenly among the ranks still working, at most a core each, and the
+  // step ends with the last.
   topo_.cores_per_host = 2;
   CostModel m(topo_, 4, 4, 10);
   EXPECT_TRUE(m.SharesCores());
-  std::vector<RankLoad> lopsided(4), even(4);
+  std::vector<RankLoad> lopsided(4), even(4), one_heavy(4);
   lopsided[0].compute_s = 3;
   lopsided[1].compute_s = 1;
   for (RankLoad& l : even) l.compute_s = 1;
-  EXPECT_DOUBLE_EQ(m.StepSeconds(lopsided, 0.5), 3.5);
-  EXPECT_DOUBLE_EQ(m.StepSeconds(even, 0.5), 2.5);  // 4 s of work on 2 cores
+  for (RankLoad& l : one_heavy) l.compute_s = 1;
+  one_heavy[2].compute_s = 2;
+  EXPECT_DOUBLE_EQ(m.StepSeconds(lopsided, 0.5), 3.5);  // two ranks, a core each: the slowest
+  EXPECT_DOUBLE_EQ(m.StepSeconds(even, 0.5), 2.5);      // 4 s of work on 2 cores
+  // 5 s of work on 2 cores, but not 2.5 s: all four at half a core finish
+  // the light ranks' 1 s at 2 s, then the heavy rank's last 1 s runs alone.
+  EXPECT_DOUBLE_EQ(m.StepSeconds(one_heavy, 0.5), 3.5);
+  // Two hosts of two ranks on one core each: each host on its own.
+  topo_.cores_per_host = 1;
+  std::vector<RankLoad> two_hosts(4);
+  two_hosts[0].compute_s = 1;
+  two_hosts[1].compute_s = 3;
+  two_hosts[2].compute_s = 2;
+  two_hosts[3].compute_s = 2;
+  EXPECT_DOUBLE_EQ(CostModel(topo_, 4, 2, 10).StepSeconds(two_hosts, 0), 4);  // 1 + 3 and 2 + 2 on a core
   topo_.cores_per_host = 4;
   EXPECT_FALSE(CostModel(topo_, 4, 4, 10).SharesCores());
   EXPECT_DOUBLE_EQ(CostModel(topo_, 4, 4, 10).StepSeconds(even, 0.5), 1.5);

@@ -170,19 +170,29 @@ bool CostModel::SharesCores() const {
   return topology_.cores_per_host > 0 && per_host_ > topology_.cores_per_host;
 }
 
-double CostModel::HostSeconds(double summed) const {
-  return SharesCores() ? summed / static_cast<double>(topology_.cores_per_host) : 0;
+double CostModel::SharedHostSeconds(std::span<double> rank_seconds) const {
+  std::sort(rank_seconds.begin(), rank_seconds.end());
+  const auto cores = static_cast<double>(topology_.cores_per_host);
+  double t = 0, done = 0;  // done: the work each rank still working has had
+  for (size_t i = 0; i < rank_seconds.size(); ++i) {
+    const double working = static_cast<double>(rank_seconds.size() - i);
+    t += (rank_seconds[i] - done) / std::min(1.0, cores / working);
+    done = rank_seconds[i];
+  }
+  return t;
 }
 
 double CostModel::StepSeconds(const std::vector<RankLoad>& loads, double latency) const {
-  double worst = 0, host = 0;
+  double worst = 0;
+  std::vector<double> host;
   for (size_t q = 0; q < loads.size(); ++q) {
     const double sec = RankSeconds(loads[q]);
     worst = std::max(worst, sec);
-    host += sec;
+    if (!SharesCores()) continue;
+    host.push_back(sec);
     if ((q + 1) % static_cast<size_t>(per_host_) == 0) {
-      worst = std::max(worst, HostSeconds(host));
-      host = 0;
+      worst = std::max(worst, SharedHostSeconds(host));
+      host.clear();
     }
   }
   return worst + latency;

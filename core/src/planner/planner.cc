@@ -2,6 +2,7 @@
 #include "shardrec/core/planner/planner.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -280,18 +281,20 @@ Score Planner::ScoreOf(const TableEffect& e) const {
   const double latency = model_.LatencySeconds(sharded, replicated);
   const bool shares = model_.SharesCores();
   const int per_host = model_.ranks_per_host();
-  double host = 0;
+  // A host's rank times, for its ranks' turns on its cores: on the stack
+  // for a host of up to 64 ranks (this is scored for every option tried).
+  std::array<double, 64> on_stack;
+  std::vector<double> on_heap;
+  const std::span<double> host = shares && per_host > 64 ? (on_heap.resize(static_cast<size_t>(per_host)), std::span<double>(on_heap))
+                                                           : std::span<double>(on_stack.data(), std::min(per_host, 64));
   model_.Visit(e, loads_, [&](int q, const RankLoad& l) {
     const double own = model_.RankSeconds(l);
     const double sec = own + latency;
     s.makespan = std::max(s.makespan, sec);
     s.sum_sq += sec * sec;
     if (shares) {
-      host += own;
-      if ((q + 1) % per_host == 0) {
-        s.makespan = std::max(s.makespan, model_.HostSeconds(host) + latency);
-        host = 0;
-      }
+      host[static_cast<size_t>(q % per_host)] = own;
+      if ((q + 1) % per_host == 0) s.makespan = std::max(s.makespan, model_.SharedHostSeconds(host) + latency);
     }
     const int64_t b = budget_[static_cast<size_t>(q)];
     if (b > 0 && l.bytes > b && (s.fits || l.bytes - b > s.over_bytes)) {
@@ -840,8 +843,8 @@ PlannerResult Planner::Result() const {
   }
   r.step_seconds = model_.StepSeconds(loads_, latency);
   if (model_.SharesCores()) {
-    r.notes.push_back(fmt::format("{} ranks per host share {} cores: the step is also bounded by a host's summed rank "
-                                  "time over its cores",
+    r.notes.push_back(fmt::format("{} ranks per host share {} cores: a host's ranks take turns on them (evenly among "
+                                  "the ranks still working, at most a core each), and the step ends with its last rank",
                                   per_host_, req_.topology.cores_per_host));
   }
   const std::vector<RankLoad> zero(static_cast<size_t>(world_));

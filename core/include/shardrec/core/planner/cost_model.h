@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "shardrec/abi/sharder.h"
@@ -83,13 +84,22 @@ class CostModel {
   // take the mean of sent and received bytes, not the larger. Summed over
   // the ranks it bounds what any placement of the same options can spread.
   double SpreadSeconds(const RankLoad& load) const;
-  // Whether a host's ranks share fewer cores than there are ranks, and the
-  // step bound of a host whose ranks spend `summed_rank_seconds` in all
-  // (latency excluded): that sum over its cores.
+  // Whether a host's ranks share fewer cores than there are ranks.
   bool SharesCores() const;
-  double HostSeconds(double summed_rank_seconds) const;
+  // When they do, the time a host's last rank finishes, its ranks having
+  // `rank_seconds` of work each (latency excluded; reordered in place): the
+  // operating system shares the cores evenly among the
+  // ranks still working, at most one core to a rank, so a rank with more
+  // work than the rest runs its last part alone on one core while the
+  // others idle. Equal work gives the work's sum over the cores; any other
+  // split takes longer. (The sum alone hid such a split: four ranks on 2
+  // cores, two hot tables on one of them, estimated within 1-2% of an even
+  // plan, measured 1.17-1.22x its step in one run, 0.95x in another;
+  // docs/benchmarks.md.)
+  double SharedHostSeconds(std::span<double> rank_seconds) const;
   // The step of per-rank `loads` (world entries) with `latency`: the slowest
-  // rank, or the busiest host when ranks share cores.
+  // rank, or when ranks share cores the host whose ranks finish last
+  // (SharedHostSeconds).
   double StepSeconds(const std::vector<RankLoad>& loads, double latency) const;
   // The step's collective latency: the input dist, output dist and its
   // backward when any table is sharded, and the replicas' two exchanges
