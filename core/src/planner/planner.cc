@@ -283,10 +283,11 @@ Score Planner::ScoreOf(const TableEffect& e) const {
   const int per_host = model_.ranks_per_host();
   // A host's rank times, for its ranks' turns on its cores: on the stack
   // for a host of up to 64 ranks (this is scored for every option tried).
-  std::array<double, 64> on_stack;
+  std::array<double, 64> on_stack;  // each entry written before its host is scored
   std::vector<double> on_heap;
-  const std::span<double> host = shares && per_host > 64 ? (on_heap.resize(static_cast<size_t>(per_host)), std::span<double>(on_heap))
-                                                           : std::span<double>(on_stack.data(), std::min(per_host, 64));
+  if (shares && per_host > 64) on_heap.resize(static_cast<size_t>(per_host));
+  const std::span<double> host = on_heap.empty() ? std::span<double>(on_stack.data(), std::min(per_host, 64))
+                                                 : std::span<double>(on_heap);
   model_.Visit(e, loads_, [&](int q, const RankLoad& l) {
     const double own = model_.RankSeconds(l);
     const double sec = own + latency;

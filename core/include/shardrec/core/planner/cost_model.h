@@ -87,15 +87,14 @@ class CostModel {
   // Whether a host's ranks share fewer cores than there are ranks.
   bool SharesCores() const;
   // When they do, the time a host's last rank finishes, its ranks having
-  // `rank_seconds` of work each (latency excluded; reordered in place): the
-  // operating system shares the cores evenly among the
-  // ranks still working, at most one core to a rank, so a rank with more
-  // work than the rest runs its last part alone on one core while the
-  // others idle. Equal work gives the work's sum over the cores; any other
-  // split takes longer. (The sum alone hid such a split: four ranks on 2
-  // cores, two hot tables on one of them, estimated within 1-2% of an even
-  // plan, measured 1.17-1.22x its step in one run, 0.95x in another;
-  // docs/benchmarks.md.)
+  // `rank_seconds` of work each (latency excluded; reordered in place). The
+  // operating system shares the cores evenly among the ranks still working,
+  // at most one core to a rank, so a rank with more work than the rest runs
+  // its last part alone on one core while the others idle. Equal work gives
+  // the work's sum over the cores; any other split takes longer. (The sum
+  // alone hid such a split: four ranks on 2 cores, two hot tables on one of
+  // them, estimated within 1-2% of an even plan, measured 1.17-1.22x its
+  // step in one run, 0.95x in another; docs/benchmarks.md.)
   double SharedHostSeconds(std::span<double> rank_seconds) const;
   // The step of per-rank `loads` (world entries) with `latency`: the slowest
   // rank, or when ranks share cores the host whose ranks finish last
