@@ -47,9 +47,8 @@ int RunStream(const McStreamConfig& s, const HostSession& session, bool json) {
   auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
   auto on_tenth = [&](const McStreamTenth& t) {
     if (json) return;
-    const double over_probe = t.probe_ids_per_s > 0 ? t.ids_per_s / t.probe_ids_per_s : 0.0;
     std::printf("%14lld %10.2f %8.3f %8.1f%% %8.1f%% %8.1f%% %12.1f %12.1f %12.1f\n", static_cast<long long>(t.ids_done),
-                t.ids_per_s / 1e6, over_probe, 100 * t.hit_rate, 100 * t.admitted_per_id, 100 * t.evicted_per_id,
+                t.ids_per_s / 1e6, t.over_probe(), 100 * t.hit_rate, 100 * t.admitted_per_id, 100 * t.evicted_per_id,
                 mib(t.module_bytes), mib(t.rss_bytes), mib(t.peak_rss_bytes));
     std::fflush(stdout);
   };
@@ -74,7 +73,7 @@ int RunStream(const McStreamConfig& s, const HostSession& session, bool json) {
   for (const auto& t : r.value()) {
     rates.push_back(t.ids_per_s);
     probes.push_back(t.probe_ids_per_s);
-    over_probe.push_back(t.probe_ids_per_s > 0 ? t.ids_per_s / t.probe_ids_per_s : 0.0);
+    over_probe.push_back(t.over_probe());
   }
   auto median_of = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());

@@ -37,6 +37,8 @@ struct McStreamTenth {
   // The probe's rate on this tenth's ids, measured step by step beside the
   // stream: ids_per_s / probe_ids_per_s survives the machine's drift.
   double probe_ids_per_s = 0;
+  // ids_per_s / probe_ids_per_s; 0 for a tenth without probe time.
+  double over_probe() const { return probe_ids_per_s > 0 ? ids_per_s / probe_ids_per_s : 0.0; }
   double hit_rate = 0;   // within this tenth
   // Ids admitted and evicted within this tenth, per id of the stream: the
   // churn each round pays for (a hit rate near 100% with a round every step

@@ -183,12 +183,13 @@ double CostModel::SharedHostSeconds(std::span<double> rank_seconds) const {
 }
 
 double CostModel::StepSeconds(const std::vector<RankLoad>& loads, double latency) const {
+  const bool shares = SharesCores();
   double worst = 0;
   std::vector<double> host;
   for (size_t q = 0; q < loads.size(); ++q) {
     const double sec = RankSeconds(loads[q]);
     worst = std::max(worst, sec);
-    if (!SharesCores()) continue;
+    if (!shares) continue;
     host.push_back(sec);
     if ((q + 1) % static_cast<size_t>(per_host_) == 0) {
       worst = std::max(worst, SharedHostSeconds(host));
