@@ -183,17 +183,13 @@ double CostModel::SharedHostSeconds(std::span<double> rank_seconds) const {
 }
 
 double CostModel::StepSeconds(const std::vector<RankLoad>& loads, double latency) const {
-  const bool shares = SharesCores();
-  double worst = 0;
-  std::vector<double> host;
-  for (size_t q = 0; q < loads.size(); ++q) {
-    const double sec = RankSeconds(loads[q]);
-    worst = std::max(worst, sec);
-    if (!shares) continue;
-    host.push_back(sec);
-    if ((q + 1) % static_cast<size_t>(per_host_) == 0) {
-      worst = std::max(worst, SharedHostSeconds(host));
-      host.clear();
+  std::vector<double> rank_seconds(loads.size());
+  std::transform(loads.begin(), loads.end(), rank_seconds.begin(), [&](const RankLoad& l) { return RankSeconds(l); });
+  double worst = rank_seconds.empty() ? 0 : *std::max_element(rank_seconds.begin(), rank_seconds.end());
+  if (SharesCores()) {  // each whole host's ranks, in turns on its cores
+    const auto per_host = static_cast<size_t>(per_host_);
+    for (size_t first = 0; first + per_host <= rank_seconds.size(); first += per_host) {
+      worst = std::max(worst, SharedHostSeconds({rank_seconds.data() + first, per_host}));
     }
   }
   return worst + latency;
