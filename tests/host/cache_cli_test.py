@@ -115,6 +115,21 @@ with tempfile.TemporaryDirectory() as d:
         for x in j["runs"]:
             expect(f"{x['policy']}@{x['load_factor']}: misses per lookup", abs(x["miss_rate"] - x["misses"] / j["lookups"])
                    < 1e-9, str(x))
+        # The aim's verdict, recomputed here from the passes, both readings
+        # of "hits": per id, and per lookup (1 - misses per distinct id of a step).
+        aim = j["aim"]
+        expect("the aim: half the in-memory table at 90%+ hits", aim["ratio"] == 0.5 and aim["hit_rate"] == 0.9,
+               str(aim))
+        for reading, hit in (("per_id", lambda p: p["hit_rate"]), ("per_lookup", lambda p: 1 - p["miss_rate"])):
+            at = [(p["over_memory"], f"{x['policy']}@{x['load_factor']:g}/{p['pass']}") for x in j["runs"]
+                  for p in x["passes"] if hit(p) >= 0.9]
+            got = aim[reading]
+            want_met = sum(1 for ratio, _ in at if ratio >= 0.5)
+            expect(f"the aim {reading}: passes at 90%+ hits, those at the aim, the lowest and where",
+                   got["passes"] == len(at) and got["met"] == want_met
+                   and got["aim_met"] == (len(at) > 0 and want_met == len(at))
+                   and (not at or (abs(got["lowest_ratio"] - min(at)[0]) < 1e-12
+                                   and got["lowest_at"].startswith(min(at)[1] + ","))), f"{got} vs {at}")
         curve = j["expected_curve"]
         expect("the expected curve: 101 load factors, from 1.0 at 0 down to 0.0 at 1, never rising",
                len(curve) == 101 and curve[0] == [0, 1] and curve[-1] == [1, 0]
@@ -214,6 +229,9 @@ with tempfile.TemporaryDirectory() as d:
     expect("the report names policy, hit rate, the passes, the in-memory ratio and the probe",
            r.returncode == 0 and "hit rate" in r.stdout and " cold " in r.stdout and " warm " in r.stdout
            and "in-memory table" in r.stdout and "random-read probe" in r.stdout, r.stdout + r.stderr)
+    expect("the report ends with the aim's verdict, hits per id and per lookup",
+           r.returncode == 0 and "aim (>= 0.5 of the in-memory table at 90%+ hits" in r.stdout
+           and "hits per id" in r.stdout and "hits per lookup" in r.stdout, r.stdout + r.stderr)
 
     np.save(os.path.join(d, "floats.npy"), np.ones(10, dtype=np.float32))
     np.save(os.path.join(d, "rows.npy"), np.array([0, 5, 9], dtype=np.int64))
