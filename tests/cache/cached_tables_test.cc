@@ -10,7 +10,8 @@
 // holds a fifth of the rows, so most steps evict, write back (behind, on
 // the cache's writer thread) and read rows from the file; overflow rows
 // come back the batch after they leave. Two runs prefetch each next batch's rows on a thread
-// while the current batch trains (prefetch_pipeline).
+// while the current batch trains (prefetch_pipeline). Another test moves thousands of rows a
+// step, through the pool of threads and through the mapping.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -248,6 +249,59 @@ TEST_F(CachedTablesTest, ThousandsOfFirstSightsDrawTheKernelsInitialRows) {
     // Every row, most of them never loaded: drawn on the way out.
     EXPECT_TRUE(SameBytes(cached->ReadWeights(0).value(), ref->ReadWeights(0).value()));
     EXPECT_TRUE(SameBytes(cached->ReadState(0).value(), ref->ReadState(0).value()));
+  }
+}
+
+// Steps of thousands of rows moved, as a training table larger than memory
+// meets them (the test above moves a handful a step): each step's misses
+// read or drawn and written into the kernel, thousands of victims written
+// back behind, tens of thousands of slots decided on threads and marked
+// dirty, through the pool of threads and through the mapping. Every output
+// and, at the end, every row and optimizer state equal the in-memory
+// kernel's, bit for bit.
+TEST_F(CachedTablesTest, StepsMovingThousandsOfRowsEqualTheInMemoryKernel) {
+  constexpr int64_t kTableRows = 20000, kIds = 8192, kSteps = 12;
+  for (const char* io : {"threads", "mmap"}) {
+    SCOPED_TRACE(io);
+    testing::TempDir dir("parts");
+    EmbeddingTableConfig t;
+    t.name = "wide";
+    t.num_embeddings = kTableRows;
+    t.embedding_dim = kDim;
+    t.feature_names = {"f"};
+    EmbeddingModuleOptions options;
+    options.optimizer = OptimizerSpec::Parse("adagrad,lr=0.1").value();
+    options.init_seed = 29;
+    auto ref = EmbeddingTables::Create(registry_, {t}, options);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    const CacheParams params{.algorithm = "lfu", .load_factor = 0.25, .overflow = kIds, .io = io};
+    auto cached = EmbeddingTables::Create(registry_, {t}, options, {}, {TableCacheSpec{params, dir.path() / "wide.rows", {}}});
+    ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+    std::mt19937_64 rng(31);
+    for (int step = 0; step < kSteps; ++step) {
+      // Half the ids from a hot tenth of the rows, half from all of them:
+      // thousands of misses and write-backs a step once the cache is full.
+      std::vector<int64_t> ids(kIds);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const auto range = static_cast<uint64_t>(i % 2 == 0 ? kTableRows / 10 : kTableRows);
+        ids[i] = static_cast<int64_t>(rng() % range);
+      }
+      const auto batch = KeyedJaggedTensor::FromLengths({"f"}, ids, std::vector<int64_t>(ids.size(), 1)).value();
+      Tensor want = Tensor::Zeros(dtype::kFloat32, {kIds, kDim}), got = want.Clone();
+      ASSERT_TRUE(ref->Forward(batch, {0}, {0}, want).ok());
+      ASSERT_TRUE(cached->Forward(batch, {0}, {0}, got).ok());
+      ASSERT_TRUE(SameBytes(got, want)) << "output of step " << step;
+      Tensor g = Tensor::Zeros(dtype::kFloat32, {kIds, kDim});
+      for (int64_t i = 0; i < g.numel(); ++i) g.data<float>()[i] = std::cos(0.11f * static_cast<float>(i) + step);
+      ASSERT_TRUE(ref->Backward(batch, {0}, {0}, g, step + 1, std::nan("")).ok());
+      ASSERT_TRUE(cached->Backward(batch, {0}, {0}, g, step + 1, std::nan("")).ok());
+    }
+    const TableCache& cache = *cached->cache(0);
+    const RowFileCounters moved = cache.file_counters();
+    EXPECT_GE(moved.rows_read, 4 * 1024) << "misses read back from the file";
+    EXPECT_GE(moved.rows_written, 4 * 1024) << "victims written back";
+    EXPECT_TRUE(SameBytes(cached->ReadWeights(0).value(), ref->ReadWeights(0).value())) << "weights";
+    EXPECT_TRUE(SameBytes(cached->ReadState(0).value(), ref->ReadState(0).value())) << "optimizer state";
   }
 }
 
