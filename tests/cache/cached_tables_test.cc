@@ -79,6 +79,22 @@ class CachedTablesTest : public ::testing::Test {
     for (int64_t i = 0; i < g.numel(); ++i) g.data<float>()[i] = std::sin(0.37f * static_cast<float>(i) + step);
     return g;
   }
+  // One table of `rows` x kDim read by one feature, f, one id a bag.
+  static EmbeddingTableConfig OneFeatureTable(const std::string& name, int64_t rows, DataType dtype) {
+    EmbeddingTableConfig t;
+    t.name = name;
+    t.num_embeddings = rows;
+    t.embedding_dim = kDim;
+    t.feature_names = {"f"};
+    t.data_type = dtype;
+    return t;
+  }
+  static EmbeddingModuleOptions Adagrad(uint64_t init_seed) {
+    EmbeddingModuleOptions options;
+    options.optimizer = OptimizerSpec::Parse("adagrad,lr=0.1").value();
+    options.init_seed = init_seed;
+    return options;
+  }
   static bool SameBytes(const Tensor& a, const Tensor& b) {
     return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
   }
@@ -224,15 +240,8 @@ TEST_F(CachedTablesTest, ThousandsOfFirstSightsDrawTheKernelsInitialRows) {
   for (const DataType dtype : {DataType::kFp32, DataType::kFp16}) {
     SCOPED_TRACE(DataTypeName(dtype));
     testing::TempDir dir("drawn");
-    EmbeddingTableConfig t;
-    t.name = "big";
-    t.num_embeddings = kMany;
-    t.embedding_dim = kDim;
-    t.feature_names = {"f"};
-    t.data_type = dtype;
-    EmbeddingModuleOptions options;
-    options.optimizer = OptimizerSpec::Parse("adagrad,lr=0.1").value();
-    options.init_seed = 23;
+    const EmbeddingTableConfig t = OneFeatureTable("big", kMany, dtype);
+    const EmbeddingModuleOptions options = Adagrad(23);
     auto ref = EmbeddingTables::Create(registry_, {t}, options);
     ASSERT_TRUE(ref.ok()) << ref.status().ToString();
     const CacheParams params{.algorithm = "lru", .load_factor = 0.5, .overflow = kMany};
@@ -264,14 +273,8 @@ TEST_F(CachedTablesTest, StepsMovingThousandsOfRowsEqualTheInMemoryKernel) {
   for (const char* io : {"threads", "mmap"}) {
     SCOPED_TRACE(io);
     testing::TempDir dir("parts");
-    EmbeddingTableConfig t;
-    t.name = "wide";
-    t.num_embeddings = kTableRows;
-    t.embedding_dim = kDim;
-    t.feature_names = {"f"};
-    EmbeddingModuleOptions options;
-    options.optimizer = OptimizerSpec::Parse("adagrad,lr=0.1").value();
-    options.init_seed = 29;
+    const EmbeddingTableConfig t = OneFeatureTable("wide", kTableRows, DataType::kFp32);
+    const EmbeddingModuleOptions options = Adagrad(29);
     auto ref = EmbeddingTables::Create(registry_, {t}, options);
     ASSERT_TRUE(ref.ok()) << ref.status().ToString();
     const CacheParams params{.algorithm = "lfu", .load_factor = 0.25, .overflow = kIds, .io = io};
