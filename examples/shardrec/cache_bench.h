@@ -53,6 +53,7 @@ struct CacheBenchPass {
   int64_t misses = 0;  // rows brought in (each batch's distinct ids that were not cached)
   int64_t rows_read = 0, rows_written = 0;
   int64_t file_resident_bytes = 0;  // the row file's bytes in the page cache at the pass's end
+  double over_memory() const { return ids_per_s / memory_ids_per_s; }  // the cached table against the in-memory one
 };
 
 struct CacheBenchRun {
