@@ -156,6 +156,7 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
       params.load_factor = lf;
       params.io_threads = c.io_threads;
       params.io = c.io;
+      params.layout = c.layout;
       params.ways = c.ways;
       // One step's ids fit whatever the sets hold.
       params.overflow = c.batch;
@@ -180,6 +181,7 @@ StatusOr<CacheBenchResult> RunCacheBench(const PluginRegistry& registry, const C
           p.misses = now.misses - seen.misses;
           p.rows_read = file.rows_read - moved.rows_read;
           p.rows_written = file.rows_written - moved.rows_written;
+          p.rows_relocated = file.rows_relocated - moved.rows_relocated;
           auto resident = cache.FileResidentBytes();
           p.file_resident_bytes = resident.ok() ? *resident : -1;
           r.passes.push_back(p);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "shardrec/core/cache/cache_params.h"
 #include "shardrec/core/plugin_options.h"
 #include "shardrec/core/plugin_registry.h"
 #include "shardrec/core/status.h"
@@ -34,6 +35,7 @@ struct CacheBenchConfig {
   std::filesystem::path dir;  // where the row files go (each removed after its run)
   int io_threads = 8;
   std::string io = "auto";  // the row files' way to move rows (RowFileSpec::io)
+  std::string layout = CacheParams{}.layout;  // where the cached tables' row files keep rows (RowFileSpec::layout)
   int64_t ways = 32;  // slots per set of the cache
   // Times the stream is trained through each table, each pass timed: the
   // first meets an empty cache (every row's first sight a miss), later
@@ -52,6 +54,7 @@ struct CacheBenchPass {
   double memory_ids_per_s = 0;  // the in-memory kernel's, on the same steps, at the same time
   int64_t misses = 0;  // rows brought in (each batch's distinct ids that were not cached)
   int64_t rows_read = 0, rows_written = 0;
+  int64_t rows_relocated = 0;  // rows the row file's log moved again (layout log)
   int64_t file_resident_bytes = 0;  // the row file's bytes in the page cache at the pass's end
   double over_memory() const { return ids_per_s / memory_ids_per_s; }  // the cached table against the in-memory one
 };

@@ -124,6 +124,10 @@ int RunBenchCache(const std::vector<std::string>& args) {
        "through liburing; refused, saying why, where it cannot be used), mmap (copies into a shared mapping of "
        "the file: fastest where the page cache holds the file; reserves the file's whole size on disk first, "
        "its pages count in RSS, and a device read error stops the process)")
+      ("layout", po::value(&c.layout)->default_value(c.layout),
+       "where the cached tables' row files keep rows: log (a step's write-backs appended as one sequential write to "
+       "a ring about twice the rows' size, older copies reclaimed as it comes round; 4 bytes of RAM a row) or "
+       "in_place (each row at its own offset: a write-back dirties a page of its own). The probe's file is in place")
       ("passes", po::value(&c.passes)->default_value(c.passes),
        "times the stream is trained through each table, each pass timed (1..10): the first (cold) meets an empty "
        "cache, where every row's first sight misses; later ones (warm) meet the cache as the pass before left it, "
@@ -158,6 +162,7 @@ int RunBenchCache(const std::vector<std::string>& args) {
   if (given.empty()) return usage("--policies '" + policies + "': expected names separated by commas");
   if (c.dim <= 0 || c.batch <= 0 || c.rows < 0) return usage("--dim and --batch must be positive, --rows >= 0");
   if (c.passes < 1 || c.passes > 10) return usage("--passes " + std::to_string(c.passes) + " is outside 1..10");
+  if (c.layout != "in_place" && c.layout != "log") return usage("--layout '" + c.layout + "': expected in_place or log");
   if (row_order != "first-seen" && row_order != "scattered") {
     return usage("--row-order '" + row_order + "': expected first-seen or scattered");
   }
@@ -272,6 +277,7 @@ int RunBenchCache(const std::vector<std::string>& args) {
                         {"row_order", numbered ? row_order : "as given"}, {"dim", c.dim}, {"batch", c.batch},
                         {"optimizer", c.optimizer}, {"paired_block_steps", kCacheBenchBlock},
                         {"probe_rows_per_s", r->probe_rows_per_s}, {"io", r->io_backend},
+                        {"layout", c.layout},
                         {"drop_page_cache", c.drop_page_cache},
                         {"cacheability", stats->cacheability()}, {"expected_lookups", stats->expected_lookups()},
                         {"lookups", stats->lookups()}, {"runs", nlohmann::json::array()},
@@ -289,7 +295,8 @@ int RunBenchCache(const std::vector<std::string>& args) {
         const CacheBenchPass& x = run.passes[p];
         return nlohmann::json{{"pass", PassName(p)}, {"hit_rate", x.hit_rate}, {"misses", x.misses},
                               {"miss_rate", miss_rate(x)}, {"rows_read", x.rows_read},
-                              {"rows_written", x.rows_written}, {"ids_per_s", x.ids_per_s},
+                              {"rows_written", x.rows_written}, {"rows_relocated", x.rows_relocated},
+                              {"ids_per_s", x.ids_per_s},
                               {"memory_ids_per_s", x.memory_ids_per_s},
                               {"file_resident_bytes", x.file_resident_bytes},
                               {"over_memory", x.over_memory()}};

@@ -29,7 +29,7 @@ void AddCacheOptions(po::options_description& desc, CacheFlags& f, bool with_dir
        "largest tables first, at the largest load factor the budget allows")
       ("cache-params", po::value(&f.cache_params),
        "the caches' settings, KEY=VALUE,... (algorithm=lru|lfu|a plugin's eviction policy, load_factor, ways, "
-       "overflow, io_threads, io=threads|io_uring|mmap, algorithm.OPTION=...): defaults for tables --memory-budget caches, and for plan "
+       "overflow, io_threads, io=threads|io_uring|mmap, layout=log|in_place, algorithm.OPTION=...): defaults for tables --memory-budget caches, and for plan "
        "entries with compute_kernel fused_ssd_caching and no cache_params");
   if (!with_dir) return;
   desc.add_options()
@@ -103,7 +103,7 @@ Status PrepareCacheDir(const std::string& dir) {
 
 StatusOr<std::vector<CachedTableStats>> GatherCacheStats(const ProcessGroup& group, const ShardedTables& tables) {
   const auto& plan = tables.layout().plan();
-  constexpr size_t kFields = 12;
+  constexpr size_t kFields = 13;
   std::vector<int64_t> mine(plan.tables.size() * kFields, 0);
   const RankTables& shards = tables.shards();
   for (size_t p = 0; p < shards.size(); ++p) {
@@ -119,7 +119,7 @@ StatusOr<std::vector<CachedTableStats>> GatherCacheStats(const ProcessGroup& gro
       const auto ahead = cache->prefetch_counters();
       const int64_t add[kFields] = {c.lookups, c.hits, c.misses, c.evictions, c.write_backs, io.rows_read,
                                     io.rows_written, cache->ram_bytes(), shards.piece(p).config.num_embeddings,
-                                    cache->cached_rows(), ahead.staged, ahead.used};
+                                    cache->cached_rows(), ahead.staged, ahead.used, io.rows_relocated};
       for (size_t k = 0; k < kFields; ++k) f[k] += add[k];
     }
   }
@@ -136,7 +136,7 @@ StatusOr<std::vector<CachedTableStats>> GatherCacheStats(const ProcessGroup& gro
     s.params = table.sharding.cache_params ? CacheParamsToString(*table.sharding.cache_params) : "";
     int64_t* fields[kFields] = {&s.lookups, &s.hits,  &s.misses,      &s.evictions,  &s.write_backs,
                                 &s.rows_read, &s.rows_written, &s.ram_bytes, &s.rows, &s.cached_rows,
-                                &s.prefetched, &s.prefetch_used};
+                                &s.prefetched, &s.prefetch_used, &s.rows_relocated};
     for (size_t r = 0; r < world; ++r) {
       const int64_t* f = all.data<int64_t>() + r * mine.size() + t * kFields;
       for (size_t k = 0; k < kFields; ++k) *fields[k] += f[k];
@@ -192,9 +192,10 @@ std::string FormatCacheReport(const std::vector<CachedTableStats>& stats, const 
                                 io.empty() ? "" : ", moved by " + io);
   for (const auto& s : stats) {
     out += fmt::format("  {}: hit rate {:.1f}% ({} lookups, {} misses), {} of {} rows in RAM ({}), evictions {} "
-                       "(rows written back {}), file rows read {}, written {}{}; {}\n",
+                       "(rows written back {}), file rows read {}, written {}{}{}; {}\n",
                        s.table, 100 * s.hit_rate(), s.lookups, s.misses, s.cached_rows, s.rows,
                        FormatByteSize(s.ram_bytes), s.evictions, s.write_backs, s.rows_read, s.rows_written,
+                       s.rows_relocated > 0 ? fmt::format(" (and {} moved by the log's cleaning)", s.rows_relocated) : "",
                        s.prefetched > 0 ? fmt::format(" ({} read ahead by the pipeline, {} of them taken)", s.prefetched,
                                                       s.prefetch_used)
                                         : "",
@@ -226,6 +227,7 @@ nlohmann::json CacheReportJson(const std::vector<CachedTableStats>& stats, const
                             {"hit_rate", s.hit_rate()},     {"misses", s.misses},
                             {"evictions", s.evictions},     {"write_backs", s.write_backs},
                             {"file_rows_read", s.rows_read}, {"file_rows_written", s.rows_written},
+                            {"file_rows_relocated", s.rows_relocated},
                             {"ram_bytes", s.ram_bytes},     {"rows", s.rows},
                             {"cached_rows", s.cached_rows}, {"params", s.params},
                             {"prefetched_rows", s.prefetched}, {"prefetched_rows_taken", s.prefetch_used}};

@@ -57,6 +57,7 @@ struct CachedTableStats {
   std::string table, params;
   int64_t lookups = 0, hits = 0, misses = 0, evictions = 0, write_backs = 0;
   int64_t rows_read = 0, rows_written = 0;  // the row files'
+  int64_t rows_relocated = 0;               // a log's cleaning: current rows written again (layout log)
   int64_t ram_bytes = 0;                    // the caches' slots and directories
   int64_t rows = 0, cached_rows = 0;
   int64_t prefetched = 0, prefetch_used = 0;  // rows read ahead (prefetch_pipeline), and taken

@@ -115,6 +115,7 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
     bool weighted;
     bool prefetch = false;  // each next batch prefetched on a thread while this one trains
     std::string io = "auto";  // how the row file moves rows (mmap: copies into a shared mapping)
+    std::string layout = "in_place";  // where the row file keeps rows (log: appended to a ring)
   };
   std::vector<Case> cases;
   for (const std::string policy : {"lru", "lfu"}) {
@@ -132,13 +133,16 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
   cases.push_back({"lfu", "adam,lr=0.05", DataType::kFp16, PoolingType::kMean, true, true});
   cases.push_back({"lru", "adagrad,lr=0.2", DataType::kFp32, PoolingType::kSum, false, false, "mmap"});
   cases.push_back({"lfu", "adam,lr=0.05", DataType::kFp16, PoolingType::kMean, true, true, "mmap"});
+  cases.push_back({"lru", "adagrad,lr=0.2", DataType::kFp32, PoolingType::kSum, false, false, "threads", "log"});
+  cases.push_back({"lfu", "adam,lr=0.05", DataType::kFp16, PoolingType::kMean, true, true, "mmap", "log"});
+  cases.push_back({"lfu", "rowwise_adagrad,lr=0.2", DataType::kFp32, PoolingType::kSum, false, true, "threads", "log"});
   const std::vector<int64_t> rows = {0, 0, 0}, columns = {0, kDim, 2 * kDim};
   int64_t reloads = 0;  // rows written back and loaded again in one batch, over every case
   std::vector<int64_t> all(kRows);
   for (int64_t r = 0; r < kRows; ++r) all[static_cast<size_t>(r)] = r;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.policy + " " + c.optimizer + " " + DataTypeName(c.dtype) + " " + PoolingName(c.pooling) +
-                 (c.weighted ? " weighted" : "") + (c.prefetch ? " prefetch" : "") + " io " + c.io);
+                 (c.weighted ? " weighted" : "") + (c.prefetch ? " prefetch" : "") + " io " + c.io + " layout " + c.layout);
     testing::TempDir dir("cached");
     EmbeddingModuleOptions options;
     options.optimizer = OptimizerSpec::Parse(c.optimizer).value();
@@ -149,7 +153,7 @@ TEST_F(CachedTablesTest, EqualsTheInMemoryKernelBitForBit) {
     // (A prefetching cache stages up to its overflow's rows: 100 keeps
     // staged rows across steps, so a stale one would be noticed.)
     const CacheParams params{.algorithm = c.policy, .load_factor = 0.2, .prefetch_pipeline = c.prefetch, .ways = 8,
-                             .overflow = c.prefetch ? 100 : 0, .io = c.io};
+                             .overflow = c.prefetch ? 100 : 0, .io = c.io, .layout = c.layout};
     auto cached = Cached(tables, options, params, dir.path() / "t0.rows");
     ASSERT_TRUE(cached.ok()) << cached.status().ToString();
     ASSERT_NE(cached->cache(0), nullptr);
@@ -265,19 +269,21 @@ TEST_F(CachedTablesTest, ThousandsOfFirstSightsDrawTheKernelsInitialRows) {
 // meets them (the test above moves a handful a step): each step's misses
 // read or drawn and written into the kernel, thousands of victims written
 // back behind, tens of thousands of slots decided on threads and marked
-// dirty, through the pool of threads and through the mapping. Every output
+// dirty, through the pool of threads and through the mapping, with the
+// row file in place and as a log that comes round its ring. Every output
 // and, at the end, every row and optimizer state equal the in-memory
 // kernel's, bit for bit.
 TEST_F(CachedTablesTest, StepsMovingThousandsOfRowsEqualTheInMemoryKernel) {
-  constexpr int64_t kTableRows = 20000, kIds = 8192, kSteps = 12;
-  for (const char* io : {"threads", "mmap"}) {
-    SCOPED_TRACE(io);
+  constexpr int64_t kTableRows = 20000, kIds = 8192, kSteps = 20;
+  for (const auto& [io, layout] : std::vector<std::pair<std::string, std::string>>{
+           {"threads", "in_place"}, {"mmap", "in_place"}, {"threads", "log"}, {"mmap", "log"}}) {
+    SCOPED_TRACE(io + " " + layout);
     testing::TempDir dir("parts");
     const EmbeddingTableConfig t = OneFeatureTable("wide", kTableRows, DataType::kFp32);
     const EmbeddingModuleOptions options = Adagrad(29);
     auto ref = EmbeddingTables::Create(registry_, {t}, options);
     ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-    const CacheParams params{.algorithm = "lfu", .load_factor = 0.25, .overflow = kIds, .io = io};
+    const CacheParams params{.algorithm = "lfu", .load_factor = 0.25, .overflow = kIds, .io = io, .layout = layout};
     auto cached = EmbeddingTables::Create(registry_, {t}, options, {}, {TableCacheSpec{params, dir.path() / "wide.rows", {}}});
     ASSERT_TRUE(cached.ok()) << cached.status().ToString();
     std::mt19937_64 rng(31);
@@ -303,6 +309,10 @@ TEST_F(CachedTablesTest, StepsMovingThousandsOfRowsEqualTheInMemoryKernel) {
     const RowFileCounters moved = cache.file_counters();
     EXPECT_GE(moved.rows_read, 4 * 1024) << "misses read back from the file";
     EXPECT_GE(moved.rows_written, 4 * 1024) << "victims written back";
+    if (layout == "log") {  // the ring (about 2 x 20,000 records) came round, moving rows still current
+      EXPECT_GT(moved.rows_written, 2 * kTableRows);
+      EXPECT_GT(moved.rows_relocated, 0);
+    }
     EXPECT_TRUE(SameBytes(cached->ReadWeights(0).value(), ref->ReadWeights(0).value())) << "weights";
     EXPECT_TRUE(SameBytes(cached->ReadState(0).value(), ref->ReadState(0).value())) << "optimizer state";
   }

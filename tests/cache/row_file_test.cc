@@ -27,6 +27,7 @@
 #include <linux/magic.h>
 #include <sys/vfs.h>
 
+#include "file_size_limit.h"
 #include "shardrec/core/cache/row_file.h"
 #include "temp_dir.h"
 
@@ -181,17 +182,14 @@ TEST(RowFile, MappedRowsReserveTheirSpaceOrAreRefused) {
     EXPECT_LT(blocks(dir.path() / "sparse.rows"), kRows * kRowBytes / 4);
     EXPECT_GE(blocks(dir.path() / "mapped.rows"), kRows * kRowBytes);
   }
-  rlimit before{};
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &before), 0);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  rlimit small = before;
-  small.rlim_cur = 1 << 20;  // the header and the map fit; the rows do not (refused when sized, before the
-                             // reservation: a disk too full for the reservation is not made in a test)
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
   const auto path = dir.path() / "big.rows";
-  auto refused = RowFile::Create(path, Spec(kRows, "t0", "mmap"));
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &before), 0);
-  std::signal(SIGXFSZ, old_handler);
+  auto refused = [&] {
+    // The header and the map fit; the rows do not (refused when sized, before the
+    // reservation: a disk too full for the reservation is not made in a test).
+    const testing::FileSizeLimit limit(1 << 20);
+    EXPECT_TRUE(limit.ok());
+    return RowFile::Create(path, Spec(kRows, "t0", "mmap"));
+  }();
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find(path.string()), std::string::npos) << refused.status().message();
   EXPECT_FALSE(std::filesystem::exists(path));
@@ -229,18 +227,15 @@ TEST(RowFile, AWriteThatFailedPartWayIsNotMarkedCleanUntilWrittenAgain) {
   ASSERT_TRUE(f->Write(first, Bytes(first, 1).data()).ok());
   ASSERT_TRUE(f->Write(torn, Bytes(torn, 0).data()).ok());  // both written before the write that fails
   ASSERT_TRUE(f->Sync().ok());
-  rlimit before{};
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &before), 0);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  constexpr uint64_t kPastRow4 = 16384 + 100 * kRowBytes;  // past the header, the map and row 4; short of row 4000
   {
-    rlimit small = before;
-    small.rlim_cur = 16384 + 100 * kRowBytes;  // past the header, the map and row 4; short of row 4000
-    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
     std::vector<int64_t> rows = torn;
     rows.push_back(fresh[0]);  // never written: its bytes do not matter, so it is not torn
-    const Status failed = f->Write(rows, Bytes(rows, 2).data());
-    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &before), 0);
-    std::signal(SIGXFSZ, old_handler);
+    const Status failed = [&] {
+      const testing::FileSizeLimit limit(kPastRow4);
+      EXPECT_TRUE(limit.ok());
+      return f->Write(rows, Bytes(rows, 2).data());
+    }();
     ASSERT_FALSE(failed.ok());
     EXPECT_NE(failed.message().find("File too large"), std::string::npos) << failed.message();
   }
@@ -255,14 +250,9 @@ TEST(RowFile, AWriteThatFailedPartWayIsNotMarkedCleanUntilWrittenAgain) {
   EXPECT_FALSE(f->Written(fresh[0]));
   // A torn row forgotten (it reads as never written) no longer holds Sync back.
   {
-    rlimit small = before;
-    small.rlim_cur = 16384 + 100 * kRowBytes;
-    std::signal(SIGXFSZ, SIG_IGN);
-    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-    const Status failed = f->Write(torn, Bytes(torn, 5).data());
-    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &before), 0);
-    std::signal(SIGXFSZ, old_handler);
-    ASSERT_FALSE(failed.ok());
+    const testing::FileSizeLimit limit(kPastRow4);
+    EXPECT_TRUE(limit.ok());
+    EXPECT_FALSE(f->Write(torn, Bytes(torn, 5).data()).ok());
   }
   EXPECT_FALSE(f->Sync().ok());
   const std::vector<int64_t> far = {4000};

@@ -9,7 +9,8 @@ from its file; misses bound the rows read; with every row cached the hit
 rate approaches the stream's reuse; a warm pass over a cache that holds
 every row never misses, and warm misses are read back), the row files are
 removed, the rows' numbering (--row-order) changes no hit, --io mmap moves
-the same rows as the threads, --drop-page-cache changes no hit or row
+the same rows as the threads, and so does the row file laid out in place
+as it does as a log (--layout), whose ring, come round, moves rows again, --drop-page-cache changes no hit or row
 moved and reports what the page cache held, and bad input
 is refused with a message naming it. The probe
 script docs/cache.md quotes (scripts/row_write_probe.py) runs too.
@@ -172,6 +173,10 @@ with tempfile.TemporaryDirectory() as d:
             expect("a warm pass misses and reads its misses back", 0 < p["rows_read"] <= p["misses"]
                    and p["rows_written"] > 0, str(p))
 
+    # Per pass of a report's first run: its hits and rows moved.
+    def moves(report):
+        return [[p[k] for k in ("hit_rate", "rows_read", "rows_written")] for p in report["runs"][0]["passes"]]
+
     # One run's --json report, or None (a failure recorded as `name`).
     def report(name, *args):
         r = run("--ids", ids, "--batch", "512", "--dim", "4", *args, "--json")
@@ -197,9 +202,27 @@ with tempfile.TemporaryDirectory() as d:
         expect("the JSON names the way rows moved", mapped["io"] == "mmap" and threads["io"] == "8 threads",
                str((threads["io"], mapped["io"])))
         expect("mmap and threads: the same hits and rows moved in every pass",
-               [[p[k] for k in ("hit_rate", "rows_read", "rows_written")] for p in threads["runs"][0]["passes"]]
-               == [[p[k] for k in ("hit_rate", "rows_read", "rows_written")] for p in mapped["runs"][0]["passes"]]
+               moves(threads) == moves(mapped)
                and mapped["runs"][0]["passes"][1]["rows_read"] > 0, str((threads["runs"], mapped["runs"])))
+    # --layout: the row file's rows in place or as a log (the default) move
+    # the same rows in every pass; only the log moves rows again, once its
+    # ring (about 2 x the stream's rows) comes round: three warm passes at a
+    # small load factor write back far more rows than that.
+    in_place, logged = (report(f"--layout {lay} runs", "--load-factors", "0.1", "--policies", "lfu", "--passes", "4",
+                               "--layout", lay) for lay in ("in_place", "log"))
+    if in_place and logged:
+        expect("the JSON names the layout", in_place["layout"] == "in_place" and logged["layout"] == "log",
+               str((in_place["layout"], logged["layout"])))
+        expect("in place and as a log: the same hits and rows moved in every pass",
+               moves(in_place) == moves(logged),
+               str((in_place["runs"], logged["runs"])))
+        written = sum(p["rows_written"] for p in logged["runs"][0]["passes"])
+        expect("the passes write back more rows than the log's ring holds", written > 2 * logged["rows"] + 2,
+               str((written, logged["rows"])))
+        expect("rows in place are never moved again",
+               all(p["rows_relocated"] == 0 for p in in_place["runs"][0]["passes"]), str(in_place["runs"]))
+        expect("the log's ring came round and moved rows still current",
+               sum(p["rows_relocated"] for p in logged["runs"][0]["passes"]) > 0, str(logged["runs"]))
     # --drop-page-cache: the row file's pages leave the page cache before
     # each turn, which changes no hit or row moved, and each pass says how
     # much of the file the page cache held at its end.
@@ -209,8 +232,7 @@ with tempfile.TemporaryDirectory() as d:
         expect("the JSON says the page cache was dropped", dropped["drop_page_cache"] is True
                and threads["drop_page_cache"] is False, str(dropped.keys()))
         expect("dropping the page cache changes no hit or row moved",
-               [[p[k] for k in ("hit_rate", "rows_read", "rows_written")] for p in threads["runs"][0]["passes"]]
-               == [[p[k] for k in ("hit_rate", "rows_read", "rows_written")] for p in dropped["runs"][0]["passes"]],
+               moves(threads) == moves(dropped),
                str((threads["runs"], dropped["runs"])))
         expect("each pass reports the file's bytes in the page cache",
                all(p["file_resident_bytes"] >= 0 for p in dropped["runs"][0]["passes"]), str(dropped["runs"]))
@@ -238,6 +260,7 @@ with tempfile.TemporaryDirectory() as d:
     bad = {
         "no --ids": ([], "--ids FILE.npy is required"),
         "a load factor of 0": (["--ids", ids, "--load-factors", "0"], "outside (0, 1]"),
+        "an unknown layout": (["--ids", ids, "--layout", "tree"], "--layout 'tree': expected in_place or log"),
         "a load factor of 2": (["--ids", ids, "--load-factors", "0.1,2"], "outside (0, 1]"),
         "a bad list": (["--ids", ids, "--load-factors", "0.1,,0.2"], "expected numbers"),
         "float ids": (["--ids", os.path.join(d, "floats.npy")], "floats.npy"),

@@ -158,9 +158,10 @@ TEST_F(Plans, CachedTablesInPlansAndTheMemoryBudget) {
       "compute_kernel": "fused_ssd_caching", "cache_params": {"algorithm": "lfu", "load_factor": 0.1, "ways": 8}})" + rest);
   ASSERT_TRUE(cached.ok()) << cached.status().ToString();
   // 100 rows of 64 bytes, one set of 8 ways and 16 overflow slots, each
-  // slot with the directory's bookkeeping; instead of 1000 rows.
+  // slot with the directory's bookkeeping, and the row file's log's map of
+  // all 1000 rows; instead of 1000 rows.
   EXPECT_EQ(whole->bytes_per_rank[0], 64000);
-  EXPECT_EQ(cached->bytes_per_rank[0], (100 + 8 + 16) * (64 + kCacheDirectoryBytesPerSlot));
+  EXPECT_EQ(cached->bytes_per_rank[0], (100 + 8 + 16) * (64 + kCacheDirectoryBytesPerSlot) + 1000 * kRowLogBytesPerRow);
   EXPECT_EQ(cached->bytes_per_rank[1], whole->bytes_per_rank[1]);
   EXPECT_NE(FormatPlan(*cached).find("cached big: algorithm=lfu,load_factor=0.1,ways=8"), std::string::npos)
       << FormatPlan(*cached);
@@ -169,6 +170,17 @@ TEST_F(Plans, CachedTablesInPlansAndTheMemoryBudget) {
   EXPECT_EQ(again->tables[0].sharding.compute_kernel, "fused_ssd_caching");
   EXPECT_EQ(CacheParamsToString(*again->tables[0].sharding.cache_params), "algorithm=lfu,load_factor=0.1,ways=8");
   EXPECT_EQ(again->bytes_per_rank, cached->bytes_per_rank);
+  // A row file with its rows in place keeps no map of them; the layout
+  // goes out with the plan and comes back.
+  auto in_place = WithPlan(Request(2), R"({"plan": {"big": {"sharding_type": "table_wise", "ranks": [0],
+      "compute_kernel": "fused_ssd_caching", "cache_params": {"algorithm": "lfu", "load_factor": 0.1, "ways": 8,
+      "layout": "in_place"}})" + rest);
+  ASSERT_TRUE(in_place.ok()) << in_place.status().ToString();
+  EXPECT_EQ(in_place->bytes_per_rank[0], cached->bytes_per_rank[0] - 1000 * kRowLogBytesPerRow);
+  auto in_place_again = WithPlan(Request(2), PlanToJson(*in_place));
+  ASSERT_TRUE(in_place_again.ok()) << in_place_again.status().ToString();
+  EXPECT_EQ(CacheParamsToString(*in_place_again->tables[0].sharding.cache_params),
+            "algorithm=lfu,load_factor=0.1,ways=8,layout=in_place");
 
   auto expect = [&](const StatusOr<ShardingPlan>& p, const std::string& needle) {
     ASSERT_FALSE(p.ok()) << needle;
@@ -181,6 +193,8 @@ TEST_F(Plans, CachedTablesInPlansAndTheMemoryBudget) {
          "load_factor '2': expected a number in (0, 1]");
   expect(WithPlan(Request(2), big + R"("compute_kernel": "fused_ssd_caching", "cache_params": {"lf": 0.1}})" + rest),
          "unknown cache parameter 'lf'");
+  expect(WithPlan(Request(2), big + R"("compute_kernel": "fused_ssd_caching", "cache_params": {"layout": "tree", "load_factor": 0.1}})" + rest),
+         "layout 'tree': expected in_place or log");
   expect(WithPlan(Request(2), big + R"("compute_kernel": "fused_ssd_caching", "cache_params": {"algorithm": "mru", "load_factor": 0.1}})" + rest),
          "mru");
   expect(WithPlan(Request(2), big + R"("compute_kernel": "fused_ssd_caching", "cache_params": {"precision": "fp16", "load_factor": 0.1}})" + rest),
@@ -234,11 +248,12 @@ TEST_F(Plans, CachedTablesInPlansAndTheMemoryBudget) {
   EXPECT_EQ(sized->tables[1].sharding.cache_params->overflow, 100);
   for (int64_t b : sized->bytes_per_rank) EXPECT_LE(b, 40000);
   // A plan entry's own overflow is kept; one left 0 gets its table's.
+  // (Rows in place: no log's map of rows, which this small budget lacks room for.)
   auto entries = WithPlan(budget, R"({"plan": {
       "big": {"sharding_type": "table_wise", "compute_kernel": "fused_ssd_caching", "ranks": [0],
-              "cache_params": {"load_factor": 0.1, "overflow": 50}},
+              "cache_params": {"load_factor": 0.1, "overflow": 50, "layout": "in_place"}},
       "mid": {"sharding_type": "table_wise", "compute_kernel": "fused_ssd_caching", "ranks": [1],
-              "cache_params": {"load_factor": 0.1}},
+              "cache_params": {"load_factor": 0.1, "layout": "in_place"}},
       "small": {"sharding_type": "table_wise", "ranks": [1]}, "wide": {"sharding_type": "table_wise", "ranks": [0]}}})");
   ASSERT_TRUE(entries.ok()) << entries.status().ToString();
   EXPECT_EQ(entries->tables[0].sharding.cache_params->overflow, 50);

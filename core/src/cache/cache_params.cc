@@ -58,12 +58,17 @@ Status SetCacheParam(CacheParams& p, const std::string& key, const std::string& 
       return InvalidArgumentError(fmt::format("{} '{}': expected auto, threads, io_uring or mmap", what, value));
     }
     p.io = value;
+  } else if (key == "layout") {
+    if (value != "in_place" && value != "log") {
+      return InvalidArgumentError(fmt::format("{} '{}': expected in_place or log", what, value));
+    }
+    p.layout = value;
   } else if (key.starts_with("algorithm.")) {
     p.algorithm_options.Set(key.substr(10), value);
   } else {
     return InvalidArgumentError(where + ": unknown cache parameter '" + key +
                                 "' (algorithm, load_factor, reserved_memory, precision, prefetch_pipeline, ways, "
-                                "overflow, io_threads, io, algorithm.OPTION)");
+                                "overflow, io_threads, io, layout, algorithm.OPTION)");
   }
   return Status::Ok();
 }
@@ -97,6 +102,7 @@ std::string CacheParamsToString(const CacheParams& p) {
   if (p.overflow != d.overflow) out += fmt::format(",overflow={}", p.overflow);
   if (p.io_threads != d.io_threads) out += fmt::format(",io_threads={}", p.io_threads);
   if (p.io != d.io) out += ",io=" + p.io;
+  if (p.layout != d.layout) out += ",layout=" + p.layout;
   return out;
 }
 

@@ -24,13 +24,15 @@
 
 #include <fmt/format.h>
 
+#include "row_log.h"
 #include "uring_io.h"
 
 namespace shardrec {
 namespace {
 
 constexpr std::array<char, 8> kMagic = {'S', 'R', 'R', 'O', 'W', 'S', '\0', '\1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 1;     // rows in place
+constexpr uint32_t kVersionLog = 2;  // rows as a log (RowLog): scratch, never opened
 constexpr uint32_t kStateOpen = 1, kStateClean = 2;
 constexpr int64_t kPage = 4096;
 
@@ -133,6 +135,13 @@ struct RowFile::State {
   std::byte* map_start = nullptr;  // the mapping: from the page holding row 0
   size_t map_bytes = 0;            // from map_start
   std::string io_backend;
+  std::string layout;
+  std::unique_ptr<RowLog> log;  // layout "log"; null in place
+
+  // The rows' region: in place, or the log's ring of records.
+  int64_t data_bytes() const { return log ? log->region_bytes() : header.rows * header.row_bytes; }
+  // Where `row`'s bytes start in the region.
+  int64_t OffsetOf(int64_t row) const { return log ? log->OffsetOf(row) : row * header.row_bytes; }
 
   ~State() {
     pool.reset();  // no transfer in flight while the file goes
@@ -172,6 +181,36 @@ struct RowFile::State {
       offset += n;
     }
     return Status::Ok();
+  }
+  Status ReadAt(void* data, size_t size, int64_t offset) const {
+    char* p = static_cast<char*>(data);
+    while (size > 0) {
+      const ssize_t n = ::pread(fd, p, size, offset);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Fail("cannot read", n < 0 ? errno : EIO);
+      p += n;
+      size -= static_cast<size_t>(n);
+      offset += n;
+    }
+    return Status::Ok();
+  }
+  // A log's records, contiguous bytes of the region: copies through the
+  // mapping, else one pread/pwrite (sequential, so one thread keeps up).
+  RowLog::Io LogIo() const {
+    return {[this](int64_t offset, size_t bytes, std::byte* out) {
+              if (map != nullptr) {
+                std::memcpy(out, map + offset, bytes);
+                return Status::Ok();
+              }
+              return ReadAt(out, bytes, header.data_offset + offset);
+            },
+            [this](int64_t offset, size_t bytes, const std::byte* in) {
+              if (map != nullptr) {
+                std::memcpy(map + offset, in, bytes);
+                return Status::Ok();
+              }
+              return WriteAt(in, bytes, header.data_offset + offset);
+            }};
   }
   Status SyncData() const {
     while (::fdatasync(fd) != 0) {
@@ -213,7 +252,7 @@ struct RowFile::State {
   // new blocks for an overwrite: there a full disk can still stop it.)
   Status MapRows(const RowFileSpec& spec) {
     if (spec.io != "mmap") return Status::Ok();
-    const int64_t bytes = header.rows * header.row_bytes;
+    const int64_t bytes = data_bytes();
     int reserved = 0;
     while ((reserved = ::fallocate(fd, 0, header.data_offset, bytes)) != 0 && errno == EINTR) {
     }
@@ -245,14 +284,14 @@ struct RowFile::State {
     map = map_start + skip;
     return Status::Ok();
   }
-  // Runs of sorted (row, position) pairs with consecutive rows, each one
-  // preadv/pwritev request (at most IOV_MAX rows), through the ring or
-  // spread over the pool.
+  // (offset of a row's bytes in the region, position in `buffer`) pairs:
+  // sorted, runs of adjacent rows go as one preadv/pwritev request (at most
+  // IOV_MAX rows), through the ring or spread over the pool.
   Status Transfer(std::vector<std::pair<int64_t, size_t>> order, std::byte* buffer, bool reading) const {
     const auto row_bytes = static_cast<size_t>(header.row_bytes);
     if (map != nullptr) {  // copies, in the callers' order: no request to form
-      for (const auto& [row, at] : order) {
-        std::byte* file_row = map + static_cast<size_t>(row) * row_bytes;
+      for (const auto& [offset, at] : order) {
+        std::byte* file_row = map + offset;
         std::byte* mem_row = buffer + at * row_bytes;
         if (reading) {
           std::memcpy(mem_row, file_row, row_bytes);
@@ -267,9 +306,9 @@ struct RowFile::State {
     std::vector<UringIo::Request> requests;
     for (size_t b = 0; b < order.size();) {
       size_t e = b + 1;
-      while (e < order.size() && e - b < IOV_MAX && order[e].first == order[e - 1].first + 1) ++e;
+      while (e < order.size() && e - b < IOV_MAX && order[e].first == order[e - 1].first + header.row_bytes) ++e;
       for (size_t k = b; k < e; ++k) iov[k] = {buffer + order[k].second * row_bytes, row_bytes};
-      requests.push_back({header.data_offset + order[b].first * header.row_bytes, iov.data() + b,
+      requests.push_back({header.data_offset + order[b].first, iov.data() + b,
                           static_cast<int>(e - b), (e - b) * row_bytes});
       b = e;
     }
@@ -311,6 +350,13 @@ Status CheckSpec(const std::filesystem::path& path, const RowFileSpec& spec) {
   if (spec.io != "auto" && spec.io != "io_uring" && spec.io != "threads" && spec.io != "mmap") {
     return InvalidArgumentError(fmt::format("{}: io '{}' is not auto, threads, io_uring or mmap", path.string(), spec.io));
   }
+  if (spec.layout != "in_place" && spec.layout != "log") {
+    return InvalidArgumentError(fmt::format("{}: layout '{}' is not in_place or log", path.string(), spec.layout));
+  }
+  if (spec.layout == "log" && RowLog::RecordsFor(spec.rows) == 0) {
+    return InvalidArgumentError(fmt::format("{}: {} rows are more than a log-laid row file numbers (2^31): use layout "
+                                            "in_place", path.string(), spec.rows));
+  }
   return Status::Ok();
 }
 
@@ -330,10 +376,25 @@ bool RowFile::Written(int64_t row) const {
   return row >= 0 && row < rows() && (s_->written[static_cast<size_t>(row) / 64] >> (row % 64) & 1) != 0;
 }
 
+int64_t RowFile::memory_bytes() const {
+  return static_cast<int64_t>(s_->written.size() * sizeof(uint64_t)) + (s_->log ? s_->log->memory_bytes() : 0);
+}
+const std::string& RowFile::layout() const { return s_->layout; }
+
 StatusOr<RowFile> RowFile::Create(const std::filesystem::path& path, const RowFileSpec& spec) {
+  if (spec.layout == "log") {
+    return InvalidArgumentError(path.string() + ": a log-laid row file keeps its map of rows in memory, so it is made "
+                                                "as scratch only (layout in_place for a file to open again)");
+  }
+  return Make(path, spec);
+}
+
+StatusOr<RowFile> RowFile::Make(const std::filesystem::path& path, const RowFileSpec& spec) {
   SR_RETURN_IF_ERROR(CheckSpec(path, spec));
   auto s = std::make_unique<State>();
   s->path = path;
+  s->layout = spec.layout;
+  if (spec.layout == "log") s->log = std::make_unique<RowLog>(spec.rows, spec.row_bytes);
   SR_RETURN_IF_ERROR(s->StartIo(spec));
   s->fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);  // a model's weights
   if (s->fd < 0) {
@@ -349,7 +410,7 @@ StatusOr<RowFile> RowFile::Create(const std::filesystem::path& path, const RowFi
   }
   Header& h = s->header;
   h.magic = kMagic;
-  h.version = kVersion;
+  h.version = s->log ? kVersionLog : kVersion;
   h.rows = spec.rows;
   h.row_bytes = spec.row_bytes;
   h.description_hash = XXH3_64bits(spec.description.data(), spec.description.size());
@@ -357,7 +418,7 @@ StatusOr<RowFile> RowFile::Create(const std::filesystem::path& path, const RowFi
   h.data_offset = kPage + RoundUp((spec.rows + 7) / 8, kPage);
   s->written.assign(static_cast<size_t>((spec.rows + 63) / 64), 0);
   // Sparse: the rows take disk space only once written.
-  if (::ftruncate(s->fd, h.data_offset + spec.rows * spec.row_bytes) != 0) {
+  if (::ftruncate(s->fd, h.data_offset + s->data_bytes()) != 0) {
     const int e = errno;
     ::unlink(path.c_str());
     return s->Fail("cannot size", e);
@@ -397,15 +458,19 @@ StatusOr<RowFile> RowFile::CreateScratch(const std::filesystem::path& path, cons
     }
     if (::unlink(path.c_str()) != 0) return old.Fail("cannot replace", errno);
   }
-  SR_ASSIGN_OR_RETURN(RowFile file, Create(path, spec));
+  SR_ASSIGN_OR_RETURN(RowFile file, Make(path, spec));
   file.s_->scratch = true;
   return file;
 }
 
 StatusOr<RowFile> RowFile::Open(const std::filesystem::path& path, const RowFileSpec& spec) {
   SR_RETURN_IF_ERROR(CheckSpec(path, spec));
+  if (spec.layout == "log") {
+    return InvalidArgumentError(path.string() + ": a log-laid row file is scratch and cannot be opened again");
+  }
   auto s = std::make_unique<State>();
   s->path = path;
+  s->layout = spec.layout;
   SR_RETURN_IF_ERROR(s->StartIo(spec));
   s->fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (s->fd < 0) return s->Fail("cannot open", errno);
@@ -416,6 +481,11 @@ StatusOr<RowFile> RowFile::Open(const std::filesystem::path& path, const RowFile
   if (got != kPage) return FailedPreconditionError(path.string() + ": not a row file (shorter than its header)");
   std::memcpy(&h, page.data(), sizeof(h));
   if (h.magic != kMagic) return FailedPreconditionError(path.string() + ": not a row file (no SRROWS magic)");
+  if (h.version == kVersionLog) {
+    return FailedPreconditionError(path.string() + ": its rows are laid out as a log, whose map of rows lived only in "
+                                                   "the memory of the run that wrote it (a scratch file): start from "
+                                                   "a checkpoint, or delete it");
+  }
   if (h.version != kVersion) {
     return FailedPreconditionError(fmt::format("{}: row file version {}, this build reads {}", path.string(),
                                                h.version, kVersion));
@@ -457,7 +527,7 @@ Status RowFile::Read(std::span<const int64_t> rows, std::byte* out) const {
                                                   ? fmt::format("outside [0, {})", this->rows())
                                                   : std::string("not written yet")));
     }
-    order[i] = {rows[i], i};
+    order[i] = {s_->OffsetOf(rows[i]), i};
   }
   SR_RETURN_IF_ERROR(s_->Transfer(std::move(order), out, /*reading=*/true));
   s_->counters.rows_read += static_cast<int64_t>(rows.size());
@@ -466,24 +536,24 @@ Status RowFile::Read(std::span<const int64_t> rows, std::byte* out) const {
 }
 
 Status RowFile::Write(std::span<const int64_t> rows, const std::byte* in) {
-  std::vector<std::pair<int64_t, size_t>> order(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i] < 0 || rows[i] >= this->rows()) {
-      return InvalidArgumentError(fmt::format("{}: row {} is outside [0, {})", s_->path.string(), rows[i],
-                                              this->rows()));
+  for (int64_t r : rows) {
+    if (r < 0 || r >= this->rows()) {
+      return InvalidArgumentError(fmt::format("{}: row {} is outside [0, {})", s_->path.string(), r, this->rows()));
     }
-    order[i] = {rows[i], i};
   }
+  if (!s_->marked_open) {  // durable "open" before any row changes
+    SR_RETURN_IF_ERROR(s_->WriteHeader(kStateOpen));
+    s_->marked_open = true;
+  }
+  if (s_->log) return WriteLog(rows, in);
+  std::vector<std::pair<int64_t, size_t>> order(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) order[i] = {rows[i], i};
   // A repeated row: only its last copy is written.
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::pair<int64_t, size_t>> last;
   for (size_t i = 0; i < order.size(); ++i) {
     if (i + 1 < order.size() && order[i + 1].first == order[i].first) continue;
-    last.push_back(order[i]);
-  }
-  if (!s_->marked_open) {  // durable "open" before any row changes
-    SR_RETURN_IF_ERROR(s_->WriteHeader(kStateOpen));
-    s_->marked_open = true;
+    last.push_back({order[i].first * row_bytes(), order[i].second});
   }
   const size_t written = last.size();
   if (Status moved = s_->Transfer(std::move(last), const_cast<std::byte*>(in), /*reading=*/false); !moved.ok()) {
@@ -501,6 +571,30 @@ Status RowFile::Write(std::span<const int64_t> rows, const std::byte* in) {
   return Status::Ok();
 }
 
+// Layout log: the rows appended to the ring (RowLog::Append), cleaning it
+// as needed. A failure leaves as torn every row of the call written before
+// and every row the cleaning was moving (their records may be overwritten).
+Status RowFile::WriteLog(std::span<const int64_t> rows, const std::byte* in) {
+  std::vector<int64_t> damaged;
+  const int64_t moved_before = s_->log->rows_relocated();
+  if (Status appended = s_->log->Append(rows, in, s_->LogIo(), &damaged); !appended.ok()) {
+    for (int64_t r : rows) {
+      if (Written(r)) s_->SetTorn(r, true);
+    }
+    for (int64_t r : damaged) s_->SetTorn(r, true);
+    return appended;
+  }
+  if (s_->torn_rows > 0) {
+    for (int64_t r : rows) s_->SetTorn(r, false);
+  }
+  for (int64_t r : rows) s_->written[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
+  const int64_t moved = s_->log->rows_relocated() - moved_before;
+  s_->counters.rows_written += static_cast<int64_t>(rows.size());
+  s_->counters.rows_relocated += moved;
+  s_->counters.bytes_written += (static_cast<int64_t>(rows.size()) + moved) * s_->log->record_bytes();
+  return Status::Ok();
+}
+
 Status RowFile::Forget(std::span<const int64_t> rows) {
   for (int64_t r : rows) {
     if (r < 0 || r >= this->rows()) {
@@ -514,6 +608,7 @@ Status RowFile::Forget(std::span<const int64_t> rows) {
   }
   for (int64_t r : rows) {
     s_->written[static_cast<size_t>(r) / 64] &= ~(uint64_t{1} << (r % 64));
+    if (s_->log) s_->log->Forget(r);
     if (s_->torn_rows > 0) s_->SetTorn(r, false);  // unwritten: its bytes no longer matter
   }
   return Status::Ok();

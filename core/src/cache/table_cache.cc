@@ -305,7 +305,7 @@ StatusOr<TableCache> TableCache::Create(CacheDirectory directory, const Embeddin
   const RowFileSpec file_spec{table.num_embeddings, weight_bytes + format.state_dim * 4,
                               fmt::format("table '{}': {} x {} weights + {} x float32 optimizer state", table.name,
                                           table.embedding_dim, DTypeName(format.weight_dtype), format.state_dim),
-                              spec.params.io_threads, spec.params.io};
+                              spec.params.io_threads, spec.params.io, spec.params.layout};
   auto file = RowFile::CreateScratch(spec.file, file_spec);
   if (!file.ok()) return file.status().WithContext("table '" + table.name + "': its row file");
   auto s = std::make_unique<State>(table, format, std::move(spec), std::move(directory), std::move(file).value());
@@ -318,7 +318,9 @@ StatusOr<TableCache> TableCache::Create(CacheDirectory directory, const Embeddin
 
 int64_t TableCache::capacity() const { return s_->dir.capacity(); }
 int64_t TableCache::cached_rows() const { return s_->dir.set_slots(); }
-int64_t TableCache::ram_bytes() const { return capacity() * s_->row_bytes + s_->dir.bytes(); }
+int64_t TableCache::ram_bytes() const {
+  return capacity() * s_->row_bytes + s_->dir.bytes() + s_->file.memory_bytes();
+}
 const CacheParams& TableCache::params() const { return s_->spec.params; }
 const std::filesystem::path& TableCache::file() const { return s_->file.path(); }
 const std::string& TableCache::io_backend() const { return s_->file.io_backend(); }

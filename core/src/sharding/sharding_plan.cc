@@ -122,7 +122,8 @@ int64_t ShardRamBytes(const sr_shard& s, const EmbeddingTableConfig& t, const Pa
   if (!IsCachedKernel(p.compute_kernel) || !p.cache_params || !(p.cache_params->load_factor > 0) || s.num_rows == 0) {
     return full;
   }
-  return CacheBytes(CachedSlots(s.num_rows, *p.cache_params, p.cache_params->load_factor), full / s.num_rows);
+  return CacheBytes(CachedSlots(s.num_rows, *p.cache_params, p.cache_params->load_factor), full / s.num_rows) +
+         RowFileBytes(s.num_rows, *p.cache_params);
 }
 
 // Per rank, the RAM bytes of every table as the plan has it now.
@@ -197,7 +198,9 @@ Status FitToBudget(const PluginRegistry& registry, ShardingPlan& plan, const Pla
       const int64_t bytes = ShardBytes(s, table.config, elem, state);
       full[t][r] += bytes;
       rows[t][r] += s.num_rows;
-      if (s.num_rows > 0) fixed_slots_bytes[t][r] += CacheBytes(CachedSlots(s.num_rows, c, 0) + 1, bytes / s.num_rows);
+      if (s.num_rows > 0) {
+        fixed_slots_bytes[t][r] += CacheBytes(CachedSlots(s.num_rows, c, 0) + 1, bytes / s.num_rows) + RowFileBytes(s.num_rows, c);
+      }
     }
   };
   for (size_t t = 0; t < n; ++t) measure(t);
@@ -302,6 +305,7 @@ json CacheParamsJson(const CacheParams& c) {
   if (c.overflow != d.overflow && !c.overflow_from_step) j["overflow"] = c.overflow;
   if (c.io_threads != d.io_threads) j["io_threads"] = c.io_threads;
   if (c.io != d.io) j["io"] = c.io;
+  if (c.layout != d.layout) j["layout"] = c.layout;
   return j;
 }
 

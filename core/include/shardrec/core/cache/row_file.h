@@ -15,7 +15,11 @@
 //
 // Layout (little-endian): a 4 KiB header (magic, version, state, rows,
 // row_bytes, the spec's description hash, the offsets, an XXH3 of the
-// header), the written-rows bitmap padded to 4 KiB, then the rows.
+// header), the written-rows bitmap padded to 4 KiB, then the rows: in
+// place (row r at r x row_bytes), or, for a scratch file, as a log
+// (RowFileSpec::layout, row_log.h: each write appended as records, the
+// version saying so), whose map of rows lives in memory only, so such a
+// file is never opened again.
 //
 // I/O: each batch's runs of adjacent rows go out as preadv/pwritev
 // requests, spread over a pool of I/O threads, or through one io_uring
@@ -54,17 +58,25 @@ struct RowFileSpec {
   // pool: on page-cached files it measured faster than io_uring
   // (docs/cache.md).
   std::string io = "auto";
+  // Where rows sit: "in_place" (row r at its own offset: a write-back of a
+  // scattered row dirties a page of its own), or "log" (CreateScratch
+  // only: each write appended at the end of a ring about twice the rows'
+  // size, one sequential write, the rows' older copies reclaimed as the
+  // ring comes round, row_log.h; 4 bytes of memory a row).
+  std::string layout = "in_place";
 };
 
 struct RowFileCounters {
   int64_t rows_read = 0, rows_written = 0;
   int64_t bytes_read = 0, bytes_written = 0;
   int64_t syncs = 0;
+  int64_t rows_relocated = 0;  // layout log: current rows moved again by the ring's cleaning
 };
 
 class RowFile {
  public:
-  // A new file; refused when `path` exists (nothing is overwritten).
+  // A new file; refused when `path` exists (nothing is overwritten), and
+  // for layout "log" (scratch only).
   static StatusOr<RowFile> Create(const std::filesystem::path& path, const RowFileSpec& spec);
   // A new file that lives as long as this object: the rows of a cached
   // table inside a module, whose trusted copy is a checkpoint. An earlier
@@ -85,6 +97,9 @@ class RowFile {
   // What moves the rows: "io_uring", "mmap", or "8 threads".
   const std::string& io_backend() const;
   bool Written(int64_t row) const;
+  const std::string& layout() const;  // RowFileSpec::layout
+  // Its bookkeeping in memory: the written-rows map, and a log's row map.
+  int64_t memory_bytes() const;
   const RowFileCounters& counters() const;
 
   // out: rows.size() x row_bytes, row i of `rows` at i x row_bytes. Every
@@ -109,6 +124,8 @@ class RowFile {
  private:
   struct State;
   explicit RowFile(std::unique_ptr<State> state);
+  static StatusOr<RowFile> Make(const std::filesystem::path& path, const RowFileSpec& spec);
+  Status WriteLog(std::span<const int64_t> rows, const std::byte* in);
   std::unique_ptr<State> s_;
 };
 

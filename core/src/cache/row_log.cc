@@ -1,0 +1,128 @@
+// RowLog (row_log.h). Why the ring is about twice the rows, and appends
+// go in pieces of at most chunk_ = ceil(rows / 2) records: the ring holds
+// records_ = rows + 2 x chunk_. When a piece of k <= chunk_ records finds
+// fewer than k free, more than records_ - k >= rows + chunk_ records are in
+// use, of which at most `rows` are current (one a row), so more than
+// chunk_ >= k are garbage: cleaning from the head always finds room before
+// it reaches the tail. Each current record the cleaning passes is written
+// again, so over a lap of the ring the records moved are at most the rows,
+// while at least records_ - rows >= rows new ones were appended.
+#include "row_log.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace shardrec {
+
+int64_t RowLog::RecordsFor(int64_t rows) {
+  const int64_t chunk = std::max<int64_t>(1, (rows + 1) / 2);
+  const int64_t records = rows + 2 * chunk;
+  return records < static_cast<int64_t>(kNone) ? records : 0;
+}
+
+RowLog::RowLog(int64_t rows, int64_t row_bytes)
+    : rows_(rows),
+      row_bytes_(row_bytes),
+      records_(RecordsFor(rows)),
+      chunk_(std::max<int64_t>(1, (rows + 1) / 2)),
+      at_(static_cast<size_t>(rows), kNone) {}
+
+// Records [first, first + n) of the ring as at most two byte ranges (the
+// second when it wraps), each handed to `move(offset, bytes, at)`, `at`
+// being the range's start within the caller's buffer.
+template <class Move>
+Status RowLog::EachRange(uint64_t first, int64_t n, Move move) const {
+  const auto place = static_cast<int64_t>(first % static_cast<uint64_t>(records_));
+  const int64_t before_end = std::min(n, records_ - place);
+  const auto rb = static_cast<size_t>(record_bytes());
+  SR_RETURN_IF_ERROR(move(place * record_bytes(), static_cast<size_t>(before_end) * rb, size_t{0}));
+  if (n == before_end) return Status::Ok();
+  return move(int64_t{0}, static_cast<size_t>(n - before_end) * rb, static_cast<size_t>(before_end) * rb);
+}
+
+Status RowLog::ReadRecords(uint64_t first, int64_t n, std::byte* out, const Io& io) const {
+  return EachRange(first, n, [&](int64_t offset, size_t bytes, size_t at) { return io.read(offset, bytes, out + at); });
+}
+
+Status RowLog::WriteRecords(uint64_t first, int64_t n, const std::byte* in, const Io& io) const {
+  return EachRange(first, n, [&](int64_t offset, size_t bytes, size_t at) { return io.write(offset, bytes, in + at); });
+}
+
+Status RowLog::Append(std::span<const int64_t> rows, const std::byte* in, const Io& io,
+                      std::vector<int64_t>* damaged) {
+  const auto rb = static_cast<size_t>(row_bytes_);
+  for (size_t at = 0; at < rows.size(); at += static_cast<size_t>(chunk_)) {
+    const size_t n = std::min(rows.size() - at, static_cast<size_t>(chunk_));
+    SR_RETURN_IF_ERROR(AppendPiece(rows.subspan(at, n), in + at * rb, io, damaged));
+  }
+  return Status::Ok();
+}
+
+Status RowLog::AppendPiece(std::span<const int64_t> rows, const std::byte* in, const Io& io,
+                           std::vector<int64_t>* damaged) {
+  const auto k = static_cast<int64_t>(rows.size());
+  const auto rec = static_cast<size_t>(record_bytes());
+  const int64_t free = records_ - used();
+  // The head's records, read a block at a time, until enough are garbage:
+  // the current ones among them go out again ahead of the new rows.
+  out_buf_.clear();
+  moved_rows_.clear();
+  int64_t cleaned = 0;
+  if (free < k) {
+    int64_t garbage = 0;
+    const int64_t need = k - free;
+    while (garbage < need) {
+      const int64_t block = std::min(used() - cleaned, std::max<int64_t>(2 * (need - garbage), 4096));
+      if (block <= 0) {  // the sizes above rule this out
+        return InternalError(fmt::format("row log: no room for {} records in a ring of {} ({} in use)", k, records_,
+                                         used()));
+      }
+      head_buf_.resize(static_cast<size_t>(block) * rec);
+      SR_RETURN_IF_ERROR(ReadRecords(head_ + static_cast<uint64_t>(cleaned), block, head_buf_.data(), io));
+      int64_t j = 0;
+      for (; j < block && garbage < need; ++j) {
+        const std::byte* record = head_buf_.data() + static_cast<size_t>(j) * rec;
+        int64_t row = 0;
+        std::memcpy(&row, record, sizeof(row));
+        const auto place = static_cast<uint32_t>((head_ + static_cast<uint64_t>(cleaned + j)) %
+                                                 static_cast<uint64_t>(records_));
+        if (row >= 0 && row < rows_ && at_[static_cast<size_t>(row)] == place) {
+          out_buf_.insert(out_buf_.end(), record, record + rec);
+          moved_rows_.push_back(row);
+        } else {
+          ++garbage;
+        }
+      }
+      cleaned += j;
+    }
+  }
+  const auto moved = static_cast<int64_t>(moved_rows_.size());
+  const size_t new_at = out_buf_.size();
+  out_buf_.resize(new_at + static_cast<size_t>(k) * rec);
+  for (int64_t i = 0; i < k; ++i) {
+    std::byte* record = out_buf_.data() + new_at + static_cast<size_t>(i) * rec;
+    const int64_t row = rows[static_cast<size_t>(i)];
+    std::memcpy(record, &row, sizeof(row));
+    std::memcpy(record + kHeaderBytes, in + static_cast<size_t>(i) * static_cast<size_t>(row_bytes_),
+                static_cast<size_t>(row_bytes_));
+  }
+  // The write may cover the cleaned records, which the moved rows' places
+  // still name until it succeeds.
+  if (Status wrote = WriteRecords(tail_, moved + k, out_buf_.data(), io); !wrote.ok()) {
+    if (damaged != nullptr) damaged->insert(damaged->end(), moved_rows_.begin(), moved_rows_.end());
+    return wrote;
+  }
+  const auto place = [&](int64_t i) {
+    return static_cast<uint32_t>((tail_ + static_cast<uint64_t>(i)) % static_cast<uint64_t>(records_));
+  };
+  for (int64_t i = 0; i < moved; ++i) at_[static_cast<size_t>(moved_rows_[static_cast<size_t>(i)])] = place(i);
+  for (int64_t i = 0; i < k; ++i) at_[static_cast<size_t>(rows[static_cast<size_t>(i)])] = place(moved + i);
+  head_ += static_cast<uint64_t>(cleaned);
+  tail_ += static_cast<uint64_t>(moved + k);
+  relocated_ += moved;
+  return Status::Ok();
+}
+
+}  // namespace shardrec
