@@ -3,10 +3,13 @@
 // records_ = rows + 2 x chunk_. When a piece of k <= chunk_ records finds
 // fewer than k free, more than records_ - k >= rows + chunk_ records are in
 // use, of which at most `rows` are current (one a row), so more than
-// chunk_ >= k are garbage: cleaning from the head always finds room before
-// it reaches the tail. Each current record the cleaning passes is written
-// again, so over a lap of the ring the records moved are at most the rows,
-// while at least records_ - rows >= rows new ones were appended.
+// chunk_ >= k are garbage: cleaning from the head always finds room within
+// a lap. Each current record the cleaning passes is written again at the
+// tail, so over a lap of the ring the records moved are at most the rows,
+// while at least records_ - rows >= rows new ones were appended. The
+// cleaning goes a block of kCleanBlock records at a time and appends a
+// piece of about kPieceBytes at most, so its buffers stay small whatever
+// the caller writes at once (a flush of a whole cache).
 #include "row_log.h"
 
 #include <algorithm>
@@ -53,75 +56,82 @@ Status RowLog::WriteRecords(uint64_t first, int64_t n, const std::byte* in, cons
 Status RowLog::Append(std::span<const int64_t> rows, const std::byte* in, const Io& io,
                       std::vector<int64_t>* damaged) {
   const auto rb = static_cast<size_t>(row_bytes_);
-  for (size_t at = 0; at < rows.size(); at += static_cast<size_t>(chunk_)) {
-    const size_t n = std::min(rows.size() - at, static_cast<size_t>(chunk_));
-    SR_RETURN_IF_ERROR(AppendPiece(rows.subspan(at, n), in + at * rb, io, damaged));
+  // Pieces of at most chunk_ records (the room argument above) and of
+  // about kPieceBytes, so a flush of a whole cache does not copy it all at once.
+  const auto piece = static_cast<size_t>(std::min(chunk_, std::max<int64_t>(1, kPieceBytes / record_bytes())));
+  for (size_t at = 0; at < rows.size(); at += piece) {
+    const size_t n = std::min(rows.size() - at, piece);
+    SR_RETURN_IF_ERROR(MakeRoom(static_cast<int64_t>(n), io, damaged));
+    SR_RETURN_IF_ERROR(AppendPiece(rows.subspan(at, n), in + at * rb, io));
   }
   return Status::Ok();
 }
 
-Status RowLog::AppendPiece(std::span<const int64_t> rows, const std::byte* in, const Io& io,
-                           std::vector<int64_t>* damaged) {
+Status RowLog::MakeRoom(int64_t k, const Io& io, std::vector<int64_t>* damaged) {
+  const auto rec = static_cast<size_t>(record_bytes());
+  int64_t scanned = 0;
+  while (records_ - used() < k) {
+    // The ring holds more than k garbage records (above): a lap finds them.
+    if (scanned > records_ || used() == 0) {
+      return InternalError(fmt::format("row log: no room for {} records in a ring of {} ({} in use)", k, records_,
+                                       used()));
+    }
+    // A block of the head's records: the current ones among them go to
+    // the tail (which may overlap the block itself, read first), the rest
+    // are dropped, and the head moves past the block.
+    const int64_t block = std::min(used(), kCleanBlock);
+    head_buf_.resize(static_cast<size_t>(block) * rec);
+    SR_RETURN_IF_ERROR(ReadRecords(head_, block, head_buf_.data(), io));
+    moved_rows_.clear();
+    for (int64_t j = 0; j < block; ++j) {
+      const std::byte* record = head_buf_.data() + static_cast<size_t>(j) * rec;
+      int64_t row = 0;
+      std::memcpy(&row, record, sizeof(row));
+      const auto place = static_cast<uint32_t>((head_ + static_cast<uint64_t>(j)) % static_cast<uint64_t>(records_));
+      if (row < 0 || row >= rows_ || at_[static_cast<size_t>(row)] != place) continue;  // garbage
+      std::byte* to = head_buf_.data() + moved_rows_.size() * rec;
+      if (to != record) std::memmove(to, record, rec);
+      moved_rows_.push_back(row);
+    }
+    const auto moved = static_cast<int64_t>(moved_rows_.size());
+    if (moved > 0) {
+      // Until this write succeeds the moved rows' places still name the
+      // block's records, which it may overwrite.
+      if (Status wrote = WriteRecords(tail_, moved, head_buf_.data(), io); !wrote.ok()) {
+        if (damaged != nullptr) damaged->insert(damaged->end(), moved_rows_.begin(), moved_rows_.end());
+        return wrote;
+      }
+    }
+    for (int64_t i = 0; i < moved; ++i) {
+      at_[static_cast<size_t>(moved_rows_[static_cast<size_t>(i)])] =
+          static_cast<uint32_t>((tail_ + static_cast<uint64_t>(i)) % static_cast<uint64_t>(records_));
+    }
+    head_ += static_cast<uint64_t>(block);
+    tail_ += static_cast<uint64_t>(moved);
+    relocated_ += moved;
+    scanned += block;
+  }
+  return Status::Ok();
+}
+
+Status RowLog::AppendPiece(std::span<const int64_t> rows, const std::byte* in, const Io& io) {
   const auto k = static_cast<int64_t>(rows.size());
   const auto rec = static_cast<size_t>(record_bytes());
-  const int64_t free = records_ - used();
-  // The head's records, read a block at a time, until enough are garbage:
-  // the current ones among them go out again ahead of the new rows.
-  out_buf_.clear();
-  moved_rows_.clear();
-  int64_t cleaned = 0;
-  if (free < k) {
-    int64_t garbage = 0;
-    const int64_t need = k - free;
-    while (garbage < need) {
-      const int64_t block = std::min(used() - cleaned, std::max<int64_t>(2 * (need - garbage), 4096));
-      if (block <= 0) {  // the sizes above rule this out
-        return InternalError(fmt::format("row log: no room for {} records in a ring of {} ({} in use)", k, records_,
-                                         used()));
-      }
-      head_buf_.resize(static_cast<size_t>(block) * rec);
-      SR_RETURN_IF_ERROR(ReadRecords(head_ + static_cast<uint64_t>(cleaned), block, head_buf_.data(), io));
-      int64_t j = 0;
-      for (; j < block && garbage < need; ++j) {
-        const std::byte* record = head_buf_.data() + static_cast<size_t>(j) * rec;
-        int64_t row = 0;
-        std::memcpy(&row, record, sizeof(row));
-        const auto place = static_cast<uint32_t>((head_ + static_cast<uint64_t>(cleaned + j)) %
-                                                 static_cast<uint64_t>(records_));
-        if (row >= 0 && row < rows_ && at_[static_cast<size_t>(row)] == place) {
-          out_buf_.insert(out_buf_.end(), record, record + rec);
-          moved_rows_.push_back(row);
-        } else {
-          ++garbage;
-        }
-      }
-      cleaned += j;
-    }
-  }
-  const auto moved = static_cast<int64_t>(moved_rows_.size());
-  const size_t new_at = out_buf_.size();
-  out_buf_.resize(new_at + static_cast<size_t>(k) * rec);
+  out_buf_.resize(static_cast<size_t>(k) * rec);
   for (int64_t i = 0; i < k; ++i) {
-    std::byte* record = out_buf_.data() + new_at + static_cast<size_t>(i) * rec;
+    std::byte* record = out_buf_.data() + static_cast<size_t>(i) * rec;
     const int64_t row = rows[static_cast<size_t>(i)];
     std::memcpy(record, &row, sizeof(row));
     std::memcpy(record + kHeaderBytes, in + static_cast<size_t>(i) * static_cast<size_t>(row_bytes_),
                 static_cast<size_t>(row_bytes_));
   }
-  // The write may cover the cleaned records, which the moved rows' places
-  // still name until it succeeds.
-  if (Status wrote = WriteRecords(tail_, moved + k, out_buf_.data(), io); !wrote.ok()) {
-    if (damaged != nullptr) damaged->insert(damaged->end(), moved_rows_.begin(), moved_rows_.end());
-    return wrote;
+  // Free records only (MakeRoom): a failure overwrites no row's current record.
+  SR_RETURN_IF_ERROR(WriteRecords(tail_, k, out_buf_.data(), io));
+  for (int64_t i = 0; i < k; ++i) {
+    at_[static_cast<size_t>(rows[static_cast<size_t>(i)])] =
+        static_cast<uint32_t>((tail_ + static_cast<uint64_t>(i)) % static_cast<uint64_t>(records_));
   }
-  const auto place = [&](int64_t i) {
-    return static_cast<uint32_t>((tail_ + static_cast<uint64_t>(i)) % static_cast<uint64_t>(records_));
-  };
-  for (int64_t i = 0; i < moved; ++i) at_[static_cast<size_t>(moved_rows_[static_cast<size_t>(i)])] = place(i);
-  for (int64_t i = 0; i < k; ++i) at_[static_cast<size_t>(rows[static_cast<size_t>(i)])] = place(moved + i);
-  head_ += static_cast<uint64_t>(cleaned);
-  tail_ += static_cast<uint64_t>(moved + k);
-  relocated_ += moved;
+  tail_ += static_cast<uint64_t>(k);
   return Status::Ok();
 }
 

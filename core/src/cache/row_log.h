@@ -63,16 +63,21 @@ class RowLog {
 
   // Appends `rows` (in range; a repeated row's last copy wins), their bytes
   // `in` (rows.size() x row_bytes), cleaning the head as needed. On
-  // failure nothing the log knows changes, but the bytes of the rows in
-  // `*damaged` (records the failed write may have overwritten) are in
-  // doubt: the caller treats them as torn.
+  // failure the pieces before stay appended, and the bytes of the rows in
+  // `*damaged` (current records the failed write may have overwritten) are
+  // in doubt: the caller treats them as torn.
   Status Append(std::span<const int64_t> rows, const std::byte* in, const Io& io, std::vector<int64_t>* damaged);
 
  private:
   static constexpr uint32_t kNone = 0xFFFFFFFFu;
-  // One piece of an append: at most `chunk_` records, so that the ring
-  // always holds enough garbage to make room (row_log.cc).
-  Status AppendPiece(std::span<const int64_t> rows, const std::byte* in, const Io& io, std::vector<int64_t>* damaged);
+  static constexpr int64_t kCleanBlock = 4096;          // records the cleaning reads at a time
+  static constexpr int64_t kPieceBytes = int64_t{16} << 20;  // about the most an append copies at once
+  // Cleans the head until `k` records are free (k <= chunk_, so the ring
+  // always holds enough garbage, row_log.cc). A failed move leaves the
+  // rows it was moving in `*damaged`.
+  Status MakeRoom(int64_t k, const Io& io, std::vector<int64_t>* damaged);
+  // Appends rows into free records (MakeRoom first).
+  Status AppendPiece(std::span<const int64_t> rows, const std::byte* in, const Io& io);
   // Contiguous records [first, first + n) of the ring (wrapping), as bytes.
   Status ReadRecords(uint64_t first, int64_t n, std::byte* out, const Io& io) const;
   Status WriteRecords(uint64_t first, int64_t n, const std::byte* in, const Io& io) const;
@@ -83,7 +88,7 @@ class RowLog {
   uint64_t head_ = 0, tail_ = 0;  // records appended ever; a record's place is its number mod records_
   std::vector<uint32_t> at_;      // per row: its record's place, kNone when it has none
   int64_t relocated_ = 0;
-  // Scratch, kept across appends: the head's records read, and the records written.
+  // Scratch, kept across appends: a block of the head's records, and a piece's records.
   std::vector<std::byte> head_buf_, out_buf_;
   std::vector<int64_t> moved_rows_;
 };
