@@ -135,7 +135,6 @@ struct RowFile::State {
   std::byte* map_start = nullptr;  // the mapping: from the page holding row 0
   size_t map_bytes = 0;            // from map_start
   std::string io_backend;
-  std::string layout;
   std::unique_ptr<RowLog> log;  // layout "log"; null in place
 
   // The rows' region: in place, or the log's ring of records.
@@ -379,7 +378,7 @@ bool RowFile::Written(int64_t row) const {
 int64_t RowFile::memory_bytes() const {
   return static_cast<int64_t>(s_->written.size() * sizeof(uint64_t)) + (s_->log ? s_->log->memory_bytes() : 0);
 }
-const std::string& RowFile::layout() const { return s_->layout; }
+std::string RowFile::layout() const { return s_->log ? "log" : "in_place"; }
 
 StatusOr<RowFile> RowFile::Create(const std::filesystem::path& path, const RowFileSpec& spec) {
   if (spec.layout == "log") {
@@ -393,7 +392,6 @@ StatusOr<RowFile> RowFile::Make(const std::filesystem::path& path, const RowFile
   SR_RETURN_IF_ERROR(CheckSpec(path, spec));
   auto s = std::make_unique<State>();
   s->path = path;
-  s->layout = spec.layout;
   if (spec.layout == "log") s->log = std::make_unique<RowLog>(spec.rows, spec.row_bytes);
   SR_RETURN_IF_ERROR(s->StartIo(spec));
   s->fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);  // a model's weights
@@ -470,7 +468,6 @@ StatusOr<RowFile> RowFile::Open(const std::filesystem::path& path, const RowFile
   }
   auto s = std::make_unique<State>();
   s->path = path;
-  s->layout = spec.layout;
   SR_RETURN_IF_ERROR(s->StartIo(spec));
   s->fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (s->fd < 0) return s->Fail("cannot open", errno);

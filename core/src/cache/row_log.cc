@@ -17,7 +17,12 @@
 
 #include <fmt/format.h>
 
+#include "shardrec/core/cache/cache_params.h"
+
 namespace shardrec {
+
+// The plan counts the map's bytes a row (cache_params.h) without this header.
+static_assert(sizeof(uint32_t) == kRowLogBytesPerRow, "RowLog's map entry and kRowLogBytesPerRow differ");
 
 int64_t RowLog::RecordsFor(int64_t rows) {
   const int64_t chunk = std::max<int64_t>(1, (rows + 1) / 2);

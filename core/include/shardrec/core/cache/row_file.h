@@ -97,7 +97,7 @@ class RowFile {
   // What moves the rows: "io_uring", "mmap", or "8 threads".
   const std::string& io_backend() const;
   bool Written(int64_t row) const;
-  const std::string& layout() const;  // RowFileSpec::layout
+  std::string layout() const;  // RowFileSpec::layout
   // Its bookkeeping in memory: the written-rows map, and a log's row map.
   int64_t memory_bytes() const;
   const RowFileCounters& counters() const;
