@@ -162,6 +162,68 @@ TEST_P(RowFileIo, RowsDroppedFromThePageCacheReadBackAndTheFileIsTrustedNoMore) 
 
 INSTANTIATE_TEST_SUITE_P(Io, RowFileIo, ::testing::Values("threads", "io_uring", "mmap"));
 
+// Rows read by system calls read only their own pages: the file is opened
+// with POSIX_FADV_RANDOM, so the kernel does not read ahead around a read
+// (it would on pages read one after another, as here, or next to cached
+// ones, as the log's appends leave them: from the disk that read 35% more
+// bytes, docs/benchmarks.md). Rows of one page each, dropped from the page
+// cache, then read one call a row: eight rows, eight pages.
+class RowFileReadAhead : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RowFileReadAhead, RowsReadOneByOneBringOnlyTheirOwnPages) {
+  testing::TempDir dir("rowfile");
+  const std::string io = GetParam();
+  constexpr int64_t kPageRow = 4096, kRows = 512;
+  auto f = RowFile::Create(dir.path() / "t0.rows", {kRows, kPageRow, "t0: 1024 x float32", 4, io});
+  if (!f.ok() && io == "io_uring") GTEST_SKIP() << "io_uring cannot be used here: " << f.status().message();
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  std::vector<int64_t> all(kRows);
+  std::iota(all.begin(), all.end(), 0);
+  ASSERT_TRUE(f->Write(all, std::vector<std::byte>(kRows * kPageRow, std::byte{7}).data()).ok());
+  ASSERT_TRUE(f->DropPageCache().ok());
+  auto dropped = f->ResidentBytes();
+  ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  struct statfs fs {};
+  const bool drops = ::statfs(dir.path().c_str(), &fs) == 0 &&
+                     (fs.f_type == EXT4_SUPER_MAGIC || fs.f_type == XFS_SUPER_MAGIC || fs.f_type == BTRFS_SUPER_MAGIC);
+  if (!drops || *dropped > 4 * kPageRow) {
+    GTEST_SKIP() << "this file system keeps the file's pages in memory (not ext4, xfs or btrfs), so reads never "
+                    "reach the disk and read no pages ahead";
+  }
+  std::vector<std::byte> row(kPageRow);
+  for (int64_t r = 100; r < 108; ++r) {
+    const int64_t one[] = {r};
+    ASSERT_TRUE(f->Read(one, row.data()).ok());
+    ASSERT_EQ(row[0], std::byte{7});
+  }
+  auto read = f->ResidentBytes();
+  ASSERT_TRUE(read.ok());
+  EXPECT_LE(*read - *dropped, 8 * kPageRow + 2 * 4096)
+      << "8 rows of a page each read one by one brought " << (*read - *dropped) / 4096
+      << " pages into the page cache: the kernel read ahead";
+  EXPECT_GE(*read - *dropped, 8 * kPageRow) << "the rows read are in the page cache";
+}
+
+INSTANTIATE_TEST_SUITE_P(Io, RowFileReadAhead, ::testing::Values("threads", "io_uring"));
+
+// io auto takes io_uring where this build and the kernel allow it (asked
+// for by name, the ring is refused otherwise), else the pool, and says why.
+TEST(RowFile, AutoTakesTheRingWhereItCanElseThePoolSayingWhy) {
+  testing::TempDir dir("rowfile");
+  auto ring = RowFile::Create(dir.path() / "ring.rows", Spec(100, "t0", "io_uring"));
+  auto autof = RowFile::Create(dir.path() / "auto.rows", Spec(100, "t0", "auto"));
+  ASSERT_TRUE(autof.ok()) << autof.status().ToString();
+  if (ring.ok()) {
+    EXPECT_EQ(autof->io_backend(), "io_uring");
+  } else {
+    EXPECT_EQ(autof->io_backend().rfind("4 threads (io auto: io_uring cannot be used here: ", 0), 0u)
+        << autof->io_backend();
+  }
+  const std::vector<int64_t> rows = {3, 99, 0};
+  ASSERT_TRUE(autof->Write(rows, Bytes(rows, 1).data()).ok());
+  ExpectRows(*autof, rows, Bytes(rows, 1));
+}
+
 // io mmap takes the rows' whole space when the file is made (a store into
 // a hole the disk cannot hold would end the process, not fail a call); the
 // threads leave the file sparse. A file the space cannot be taken for is

@@ -42,7 +42,7 @@ struct CacheParams {
   // overflow).
   bool overflow_from_step = false;
   int io_threads = 8;    // row-file reads and writes in flight (the pool of threads)
-  std::string io = "auto";  // auto (= threads) | threads | io_uring | mmap (RowFileSpec::io)
+  std::string io = "auto";  // auto (io_uring, else threads) | threads | io_uring | mmap (RowFileSpec::io)
   // log | in_place: where the row file keeps rows (RowFileSpec::layout).
   // log, the default, turns a step's scattered write-backs into one
   // sequential write (docs/cache.md: 1.4x through the page cache, 2-6x

@@ -48,15 +48,16 @@ struct RowFileSpec {
   // file made for other rows is refused by name.
   std::string description;
   int io_threads = 8;  // reads and writes in flight at once (1..256)
-  // How: "threads" or "auto" (the pool of io_threads threads), or
-  // "io_uring" (one ring; refused, saying why, when this build has no
-  // liburing or the kernel does not allow io_uring), or "mmap" (copies
+  // How: "threads" (the pool of io_threads threads), "io_uring" (one ring;
+  // refused, saying why, when this build has no liburing or the kernel
+  // does not allow io_uring), "auto" (the ring where it can be used, else
+  // the pool, io_backend() saying why: from a disk the ring measured
+  // faster, from the page cache level, docs/cache.md), or "mmap" (copies
   // into a shared mapping of the rows: no system call a row, fastest where
   // the page cache holds the file; the file's whole size is reserved on
   // disk when it is made or opened, its pages count in the process's RSS,
-  // and a read the device fails stops the process with SIGBUS). auto is the
-  // pool: on page-cached files it measured faster than io_uring
-  // (docs/cache.md).
+  // and a read the device fails stops the process with SIGBUS). Files
+  // moved by system calls read no pages ahead (POSIX_FADV_RANDOM).
   std::string io = "auto";
   // Where rows sit: "in_place" (row r at its own offset: a write-back of a
   // scattered row dirties a page of its own), or "log" (CreateScratch
@@ -94,7 +95,9 @@ class RowFile {
   int64_t rows() const;
   int64_t row_bytes() const;
   const std::filesystem::path& path() const;
-  // What moves the rows: "io_uring", "mmap", or "8 threads".
+  // What moves the rows: "io_uring", "mmap", or "8 threads" (with io auto
+  // where io_uring cannot be used: "8 threads (io auto: io_uring cannot be
+  // used here: WHY)").
   const std::string& io_backend() const;
   bool Written(int64_t row) const;
   std::string layout() const;  // RowFileSpec::layout
