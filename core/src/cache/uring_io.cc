@@ -67,6 +67,9 @@ std::unique_ptr<UringIo> UringIo::Create(unsigned depth, std::string* why) {
   if (e < 0) {
     io->ring_.reset();
     *why = std::string("io_uring_queue_init: ") + std::strerror(-e);
+    // The usual causes, named: a kernel setting or a container's filter.
+    if (e == -EPERM || e == -ENOSYS) *why += " (the kernel's io_uring_disabled setting or a seccomp filter forbids it)";
+    if (e == -ENOMEM) *why += " (before Linux 5.12 a ring counts against RLIMIT_MEMLOCK: raise it with ulimit -l)";
     return nullptr;
   }
   io->ring_->depth = depth;
