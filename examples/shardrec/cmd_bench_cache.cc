@@ -120,9 +120,10 @@ int RunBenchCache(const std::vector<std::string>& args) {
       ("io-threads", po::value(&c.io_threads)->default_value(c.io_threads),
        "reads and writes in flight (1..256), when a pool of threads moves the rows")
       ("io", po::value(&c.io)->default_value(c.io),
-       "how the row files move rows: auto (io_uring where it can be used, else threads, saying why), threads (a pool "
-       "of --io-threads), io_uring (one ring, through liburing; refused, saying why, where it cannot be used), mmap (copies into a shared mapping of "
-       "the file: fastest where the page cache holds the file; reserves the file's whole size on disk first, "
+       "how the row files move rows: auto (io_uring where it can be used, else threads, saying why), threads (a "
+       "pool of --io-threads), io_uring (one ring, through liburing; refused, saying why, where it cannot be used), "
+       "mmap (copies into a shared mapping of the file: fastest where the page cache holds the file; reserves the "
+       "file's whole size on disk first, "
        "its pages count in RSS, and a device read error stops the process)")
       ("layout", po::value(&c.layout)->default_value(c.layout),
        "where the cached tables' row files keep rows: log (a step's write-backs appended as one sequential write to "

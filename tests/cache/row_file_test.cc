@@ -60,6 +60,14 @@ void ExpectRows(const RowFile& f, std::span<const int64_t> rows, const std::vect
   }
 }
 
+// Whether files under `dir` leave the page cache when asked (ext4, xfs,
+// btrfs; not tmpfs, ZFS, FUSE or network file systems).
+bool DropsPageCache(const std::filesystem::path& dir) {
+  struct statfs fs {};
+  return ::statfs(dir.c_str(), &fs) == 0 &&
+         (fs.f_type == EXT4_SUPER_MAGIC || fs.f_type == XFS_SUPER_MAGIC || fs.f_type == BTRFS_SUPER_MAGIC);
+}
+
 // Every test but this one and the mmap ones runs on the pool of threads;
 // this one also through io_uring, where this build and the kernel allow it,
 // and through a shared mapping.
@@ -141,10 +149,7 @@ TEST_P(RowFileIo, RowsDroppedFromThePageCacheReadBackAndTheFileIsTrustedNoMore) 
     ASSERT_TRUE(after.ok());
     // Where the file system caches in the page cache and drops on request
     // (not tmpfs, ZFS, FUSE or network ones), the pages must have gone.
-    struct statfs fs {};
-    const bool drops = ::statfs(dir.path().c_str(), &fs) == 0 &&
-                       (fs.f_type == EXT4_SUPER_MAGIC || fs.f_type == XFS_SUPER_MAGIC || fs.f_type == BTRFS_SUPER_MAGIC);
-    if (drops) {
+    if (DropsPageCache(dir.path())) {
       EXPECT_GT(*before, 0) << "rows just written sit in the page cache";
       EXPECT_LT(*after, *before / 4) << "the file's pages left the page cache";
     }
@@ -183,10 +188,7 @@ TEST_P(RowFileReadAhead, RowsReadOneByOneBringOnlyTheirOwnPages) {
   ASSERT_TRUE(f->DropPageCache().ok());
   auto dropped = f->ResidentBytes();
   ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
-  struct statfs fs {};
-  const bool drops = ::statfs(dir.path().c_str(), &fs) == 0 &&
-                     (fs.f_type == EXT4_SUPER_MAGIC || fs.f_type == XFS_SUPER_MAGIC || fs.f_type == BTRFS_SUPER_MAGIC);
-  if (!drops || *dropped > 4 * kPageRow) {
+  if (!DropsPageCache(dir.path()) || *dropped > 4 * kPageRow) {
     GTEST_SKIP() << "this file system keeps the file's pages in memory (not ext4, xfs or btrfs), so reads never "
                     "reach the disk and read no pages ahead";
   }

@@ -260,7 +260,7 @@ struct RowFile::State {
   // faults are left to read ahead: MADV_RANDOM made each read one page
   // and the probe 5x slower from the disk (docs/cache.md).
   void ReadOnlyWhatIsAsked() const {
-    if (io_backend == "mmap") return;
+    if (pool == nullptr && uring == nullptr) return;  // io mmap
     (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);  // advice: a refusal changes no result
   }
   // io "mmap": the rows' region mapped shared, every block of it reserved

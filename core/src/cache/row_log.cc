@@ -42,12 +42,16 @@ RowLog::RowLog(int64_t rows, int64_t row_bytes)
 // being the range's start within the caller's buffer.
 template <class Move>
 Status RowLog::EachRange(uint64_t first, int64_t n, Move move) const {
-  const auto place = static_cast<int64_t>(first % static_cast<uint64_t>(records_));
+  const auto place = static_cast<int64_t>(PlaceOf(first));
   const int64_t before_end = std::min(n, records_ - place);
   const auto rb = static_cast<size_t>(record_bytes());
   SR_RETURN_IF_ERROR(move(place * record_bytes(), static_cast<size_t>(before_end) * rb, size_t{0}));
   if (n == before_end) return Status::Ok();
   return move(int64_t{0}, static_cast<size_t>(n - before_end) * rb, static_cast<size_t>(before_end) * rb);
+}
+
+void RowLog::Point(std::span<const int64_t> rows, uint64_t first) {
+  for (size_t i = 0; i < rows.size(); ++i) at_[static_cast<size_t>(rows[i])] = PlaceOf(first + i);
 }
 
 Status RowLog::ReadRecords(uint64_t first, int64_t n, std::byte* out, const Io& io) const {
@@ -92,8 +96,9 @@ Status RowLog::MakeRoom(int64_t k, const Io& io, std::vector<int64_t>* damaged) 
       const std::byte* record = head_buf_.data() + static_cast<size_t>(j) * rec;
       int64_t row = 0;
       std::memcpy(&row, record, sizeof(row));
-      const auto place = static_cast<uint32_t>((head_ + static_cast<uint64_t>(j)) % static_cast<uint64_t>(records_));
-      if (row < 0 || row >= rows_ || at_[static_cast<size_t>(row)] != place) continue;  // garbage
+      if (row < 0 || row >= rows_ || at_[static_cast<size_t>(row)] != PlaceOf(head_ + static_cast<uint64_t>(j))) {
+        continue;  // garbage
+      }
       std::byte* to = head_buf_.data() + moved_rows_.size() * rec;
       if (to != record) std::memmove(to, record, rec);
       moved_rows_.push_back(row);
@@ -107,10 +112,7 @@ Status RowLog::MakeRoom(int64_t k, const Io& io, std::vector<int64_t>* damaged) 
         return wrote;
       }
     }
-    for (int64_t i = 0; i < moved; ++i) {
-      at_[static_cast<size_t>(moved_rows_[static_cast<size_t>(i)])] =
-          static_cast<uint32_t>((tail_ + static_cast<uint64_t>(i)) % static_cast<uint64_t>(records_));
-    }
+    Point(moved_rows_, tail_);
     head_ += static_cast<uint64_t>(block);
     tail_ += static_cast<uint64_t>(moved);
     relocated_ += moved;
@@ -132,10 +134,7 @@ Status RowLog::AppendPiece(std::span<const int64_t> rows, const std::byte* in, c
   }
   // Free records only (MakeRoom): a failure overwrites no row's current record.
   SR_RETURN_IF_ERROR(WriteRecords(tail_, k, out_buf_.data(), io));
-  for (int64_t i = 0; i < k; ++i) {
-    at_[static_cast<size_t>(rows[static_cast<size_t>(i)])] =
-        static_cast<uint32_t>((tail_ + static_cast<uint64_t>(i)) % static_cast<uint64_t>(records_));
-  }
+  Point(rows, tail_);
   tail_ += static_cast<uint64_t>(k);
   return Status::Ok();
 }

@@ -78,6 +78,10 @@ class RowLog {
   Status MakeRoom(int64_t k, const Io& io, std::vector<int64_t>* damaged);
   // Appends rows into free records (MakeRoom first).
   Status AppendPiece(std::span<const int64_t> rows, const std::byte* in, const Io& io);
+  // Record number n's place in the ring.
+  uint32_t PlaceOf(uint64_t n) const { return static_cast<uint32_t>(n % static_cast<uint64_t>(records_)); }
+  // rows[i]'s current record is now record number first + i.
+  void Point(std::span<const int64_t> rows, uint64_t first);
   // Contiguous records [first, first + n) of the ring (wrapping), as bytes.
   Status ReadRecords(uint64_t first, int64_t n, std::byte* out, const Io& io) const;
   Status WriteRecords(uint64_t first, int64_t n, const std::byte* in, const Io& io) const;
