@@ -193,8 +193,15 @@ struct RowFile::State {
     }
     return Status::Ok();
   }
-  // A log's records, contiguous bytes of the region: copies through the
-  // mapping, else one pread/pwrite (sequential, so one thread keeps up).
+  // A log's records, contiguous bytes of the region: reads copy through the
+  // mapping, else one pread; writes are one pwrite (sequential, so one
+  // thread keeps up), the mapping's too. An append reaches pages of the
+  // ring no row has used yet: a store into the mapping faulted each one in
+  // first, the kernel zero-filling it (in 2 MiB folios on ext4 since Linux
+  // 6.x) before the copy overwrote it, and those fresh pages came at every
+  // step until the ring's first lap ends. A pwrite of whole pages fills
+  // them directly; the mapping sees the same page cache. bench cache --io
+  // mmap: warm passes 1.1-1.4x, train io=mmap 1.28x (docs/benchmarks.md).
   RowLog::Io LogIo() const {
     return {[this](int64_t offset, size_t bytes, std::byte* out) {
               if (map != nullptr) {
@@ -204,10 +211,6 @@ struct RowFile::State {
               return ReadAt(out, bytes, header.data_offset + offset);
             },
             [this](int64_t offset, size_t bytes, const std::byte* in) {
-              if (map != nullptr) {
-                std::memcpy(map + offset, in, bytes);
-                return Status::Ok();
-              }
               return WriteAt(in, bytes, header.data_offset + offset);
             }};
   }
