@@ -23,7 +23,8 @@
 //
 // I/O: each batch's runs of adjacent rows go out as preadv/pwritev
 // requests, spread over a pool of I/O threads, or through one io_uring
-// (liburing, uring_io.h), or as copies into a shared mapping, when asked.
+// (liburing, uring_io.h), or as copies into a shared mapping, when asked
+// (a log's appends are written even then: row_file.cc).
 // A file is locked (flock) while open: a second RowFile on it, in this
 // process or another, is refused.
 // Not thread-safe: one caller at a time (its reads and writes use the pool).
@@ -54,10 +55,11 @@ struct RowFileSpec {
   // the pool, io_backend() saying why: from a disk the ring measured
   // faster, from the page cache level, docs/cache.md), or "mmap" (copies
   // into a shared mapping of the rows: no system call a row, fastest where
-  // the page cache holds the file; the file's whole size is reserved on
-  // disk when it is made or opened, its pages count in the process's RSS,
-  // and a read the device fails stops the process with SIGBUS). Files
-  // moved by system calls read no pages ahead (POSIX_FADV_RANDOM).
+  // the page cache holds the file; a log's appends, sequential, are one
+  // pwrite each; the file's whole size is reserved on disk when it is made
+  // or opened, its pages count in the process's RSS, and a read the device
+  // fails stops the process with SIGBUS). Files moved by system calls read
+  // no pages ahead (POSIX_FADV_RANDOM).
   std::string io = "auto";
   // Where rows sit: "in_place" (row r at its own offset: a write-back of a
   // scattered row dirties a page of its own), or "log" (CreateScratch
