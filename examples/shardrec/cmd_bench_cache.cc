@@ -122,9 +122,9 @@ int RunBenchCache(const std::vector<std::string>& args) {
       ("io", po::value(&c.io)->default_value(c.io),
        "how the row files move rows: auto (io_uring where it can be used, else threads, saying why), threads (a "
        "pool of --io-threads), io_uring (one ring, through liburing; refused, saying why, where it cannot be used), "
-       "mmap (copies into a shared mapping of the file: fastest where the page cache holds the file; reserves the "
-       "file's whole size on disk first, "
-       "its pages count in RSS, and a device read error stops the process)")
+       "mmap (copies into a shared mapping of the file, a log's appends still one pwrite each: fastest where the "
+       "page cache holds the file; reserves the file's whole size on disk first, its pages count in RSS, and a "
+       "device read error stops the process)")
       ("layout", po::value(&c.layout)->default_value(c.layout),
        "where the cached tables' row files keep rows: log (a step's write-backs appended as one sequential write to "
        "a ring about twice the rows' size, older copies reclaimed as it comes round; 4 bytes of RAM a row) or "
