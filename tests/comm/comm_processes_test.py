@@ -110,7 +110,9 @@ def case_fault_stall():
     local = [SHARDREC, "comm", "check", "--world-size", "3", "--fault", "stall@0", "--timeout-ms", "1000"]
     p, secs = run(local, env=clean_env())
     named = "rank 0 has not posted it" in p.stderr or "rank(s) 0 did not reach collective #1" in p.stderr
-    if p.returncode == 0 or not named or secs > 6:
+    # 3.2-3.6 s alone under the sanitizers; another test beside it on two
+    # cores added 2 s to the gloo fault above once. A hang takes the test's timeout.
+    if p.returncode == 0 or not named or secs > 9:
         fail(f"local stall: rc {p.returncode}, {secs:.1f} s:\n{p.stderr}")
 
 
