@@ -9,7 +9,11 @@
 //   for that batch only; a batch that does not fit is refused with the
 //   fix, and a refused batch or a failing policy changes nothing;
 // - a batch's misses decided in parts on threads make the plan one pass
-//   in batch order makes, entry for entry.
+//   in batch order makes, entry for entry;
+// - a batch marked dirty whole (MarkBatchDirty) writes back exactly what
+//   marking its slots one by one does, through evaluation batches that
+//   are never marked, flushes (before and after a backward), purges and
+//   refused batches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -468,6 +472,82 @@ TEST_F(CacheDirectoryTest, ThePartsOnThreadsDecideAsOnePassInBatchOrder) {
         for (int64_t id = 0; id < kRows; ++id) ASSERT_EQ(one->SlotOf(id), other->SlotOf(id)) << id;
       }
     }
+  }
+}
+
+// MarkBatchDirty against MarkDirty of the batch's slots, on twin
+// directories, step by step: every plan (its write-backs above all) and
+// every flush must match. The stream mixes trained batches with evaluation
+// batches (never marked), batches large enough to count hits on threads,
+// flushes between a forward and its backward and after it, a second
+// backward after a flush, rows changed otherwise (MarkDirty on both),
+// refused batches and purges.
+TEST_F(CacheDirectoryTest, ABatchMarkedWholeWritesBackWhatItsSlotsMarkedOneByOneDo) {
+  constexpr int64_t kRows = 20000;
+  for (const std::string policy : {"lru", "lfu"}) {
+    SCOPED_TRACE(policy);
+    const CacheDirectoryConfig config{.slots = 2048, .ways = 8, .overflow = 1500, .parts = 4, .parallel_from = 0};
+    auto by_slot = CacheDirectory::Create(registry_, policy, {}, config);
+    auto by_batch = CacheDirectory::Create(registry_, policy, {}, config);
+    ASSERT_TRUE(by_slot.ok() && by_batch.ok());
+    std::mt19937_64 rng(23);
+    auto take_dirty = [&](const std::string& where) {
+      const CacheDirectory::Move a = by_slot->TakeDirty(), b = by_batch->TakeDirty();
+      EXPECT_EQ(a.ids, b.ids) << where;
+      EXPECT_EQ(a.slots, b.slots) << where;
+      return a.ids.size();
+    };
+    size_t flushed = 0;
+    int refusals = 0, evaluations = 0;
+    for (int step = 0; step < 400; ++step) {
+      const std::string where = "step " + std::to_string(step);
+      std::vector<int64_t> ids(step % 97 == 96 ? 60000 : step % 3 == 0 ? 9000 : 700);
+      for (auto& id : ids) {
+        id = static_cast<int64_t>(std::min<double>(kRows - 1, std::exp(std::uniform_real_distribution<>(0, 9.9)(rng))));
+      }
+      auto a = by_slot->Assign(ids);
+      auto b = by_batch->Assign(ids);
+      ASSERT_EQ(a.ok(), b.ok()) << where;
+      if (!a.ok()) {
+        ++refusals;
+        continue;
+      }
+      ASSERT_EQ(a->slots, b->slots) << where;
+      ASSERT_EQ(a->write_back.ids, b->write_back.ids) << where;
+      ASSERT_EQ(a->write_back.slots, b->write_back.slots) << where;
+      ASSERT_EQ(a->load.ids, b->load.ids) << where;
+      const uint64_t roll = rng() % 20;
+      if (roll == 0) flushed += take_dirty(where + ", flushed before its backward");
+      if (roll < 4) {
+        ++evaluations;  // no backward: its rows are as they were
+      } else {
+        by_slot->MarkDirty(a->slots);
+        by_batch->MarkBatchDirty();
+      }
+      if (roll == 4) {  // flushed after the backward, then a second backward
+        flushed += take_dirty(where + ", flushed after its backward");
+        by_slot->MarkDirty(a->slots);
+        by_batch->MarkBatchDirty();
+      }
+      if (roll == 5) {  // a row changed otherwise (a checkpoint's load, a reset)
+        const std::vector<int64_t> some = {a->slots[0], a->slots[a->slots.size() / 2]};
+        by_slot->MarkDirty(some);
+        by_batch->MarkDirty(some);
+      }
+      if (roll == 6 && step % 50 == 6) {  // purge
+        flushed += take_dirty(where + ", purged");
+        by_slot->Clear();
+        by_batch->Clear();
+      }
+    }
+    flushed += take_dirty("at the end");
+    EXPECT_GT(refusals, 0);
+    EXPECT_GT(evaluations, 40);
+    EXPECT_GT(flushed, 0u);
+    const CacheCounters &x = by_slot->counters(), &y = by_batch->counters();
+    EXPECT_GT(x.write_backs, 1000);
+    EXPECT_EQ(std::vector<int64_t>({x.lookups, x.hits, x.evictions, x.write_backs, x.reloads}),
+              std::vector<int64_t>({y.lookups, y.hits, y.evictions, y.write_backs, y.reloads}));
   }
 }
 

@@ -422,6 +422,11 @@ void TableCache::MarkDirty(std::span<const int64_t> slots) {
   s_->dir.MarkDirty(slots);
 }
 
+void TableCache::MarkBatchDirty() {
+  std::lock_guard lock(s_->mu);
+  s_->dir.MarkBatchDirty();
+}
+
 Status TableCache::Flush(const CacheSlots& slots) {
   std::lock_guard lock(s_->mu);
   s_->Settle();

@@ -511,8 +511,21 @@ Status EmbeddingTables::Backward(const KeyedJaggedTensor& features, const std::v
   args.learning_rate = learning_rate;
   SR_RETURN_IF_ERROR(kernel_.Backward(args));
   if (!slots) return Status::Ok();
-  // The rows the optimizer changed go back to the file when they leave
+  // The rows the optimizer changed go back to the file when they leave.
+  // The batch of the last forward: every cached table that has a feature
+  // assigned it as a whole, so each marks it whole (one write, not one per
+  // id). Another batch's slots were found anew: marked slot by slot
   // (MarkDirty passes over the -1 of a dropped id).
+  if (caches_->last_slots && slots == &*caches_->last_slots) {
+    std::vector<bool> marked(caches_->tables.size(), false);
+    for (const auto& f : features_) {
+      auto& cache = caches_->tables[static_cast<size_t>(f.table)];
+      if (!cache || marked[static_cast<size_t>(f.table)]) continue;
+      marked[static_cast<size_t>(f.table)] = true;
+      cache->MarkBatchDirty();
+    }
+    return Status::Ok();
+  }
   const auto offsets = slots->offset_per_key();
   for (size_t f = 0; f < features_.size(); ++f) {
     auto& cache = caches_->tables[static_cast<size_t>(features_[f].table)];

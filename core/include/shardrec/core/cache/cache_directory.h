@@ -10,7 +10,8 @@
 //   auto dir = CacheDirectory::Create(registry, "lru", {}, {.slots = 1 << 20});
 //   auto plan = dir->Assign(batch_ids);      // per id a slot; loads; write-backs
 //   ... write back plan->write_back, load plan->load, look up by slot ...
-//   dir->MarkDirty(slots_updated);
+//   dir->MarkBatchDirty();                   // after the batch's backward
+//   // or dir->MarkDirty(slots_updated), for rows changed otherwise
 //
 // Not thread-safe; Assign runs a large batch's misses on threads of its own
 // (oneTBB's), each part of the sets scored by a policy handle of its own.
@@ -93,6 +94,10 @@ class CacheDirectory {
   StatusOr<Plan> Assign(std::span<const int64_t> ids);
   // Slots whose rows changed (a backward): written back when they leave.
   void MarkDirty(std::span<const int64_t> slots);
+  // Every slot of the last Assign's batch changed (a backward of that
+  // batch): as MarkDirty(plan.slots), at the cost of one write, not one per
+  // id. A batch never marked (an evaluation) leaves its rows as they were.
+  void MarkBatchDirty();
   // Every dirty resident, now clean (flush: the caller saves them).
   Move TakeDirty();
   // Forgets every resident (purge; flush first).

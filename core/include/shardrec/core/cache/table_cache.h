@@ -119,6 +119,8 @@ class TableCache {
   Status Find(std::span<int64_t> ids) const;
   // Slots whose rows changed (a backward): written back when they leave.
   void MarkDirty(std::span<const int64_t> slots);
+  // Every row of the last Assign's batch changed (its backward): one write.
+  void MarkBatchDirty();
   // TorchRec's flush(): every changed row on the file, made durable.
   Status Flush(const CacheSlots& slots);
   // TorchRec's purge(): flush, then empty the cache.
