@@ -12,8 +12,8 @@
 //   in batch order makes, entry for entry;
 // - a batch marked dirty whole (MarkBatchDirty) writes back exactly what
 //   marking its slots one by one does, through evaluation batches that
-//   are never marked, flushes (before and after a backward), purges and
-//   refused batches.
+//   are never marked, flushes (before and after a backward), purges,
+//   refused batches, and long turns of training and evaluation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -498,7 +498,9 @@ TEST_F(CacheDirectoryTest, ABatchMarkedWholeWritesBackWhatItsSlotsMarkedOneByOne
       return a.ids.size();
     };
     size_t flushed = 0;
-    int refusals = 0, evaluations = 0;
+    std::map<std::string, int> seen;  // each case below, how often
+    by_batch->MarkBatchDirty();       // before any batch: nothing to mark
+    std::vector<int64_t> last_slots;  // of the last batch that went through
     for (int step = 0; step < 400; ++step) {
       const std::string where = "step " + std::to_string(step);
       std::vector<int64_t> ids(step % 97 == 96 ? 60000 : step % 3 == 0 ? 9000 : 700);
@@ -508,47 +510,100 @@ TEST_F(CacheDirectoryTest, ABatchMarkedWholeWritesBackWhatItsSlotsMarkedOneByOne
       auto a = by_slot->Assign(ids);
       auto b = by_batch->Assign(ids);
       ASSERT_EQ(a.ok(), b.ok()) << where;
-      if (!a.ok()) {
-        ++refusals;
+      if (!a.ok()) {  // refused: the last batch is still the one before, and its backward may come now
+        ++seen["refused"];
+        if (step % 2 == 0 && !last_slots.empty()) {
+          ++seen["refused, then the batch before trained"];
+          by_slot->MarkDirty(last_slots);
+          by_batch->MarkBatchDirty();
+        }
         continue;
       }
       ASSERT_EQ(a->slots, b->slots) << where;
       ASSERT_EQ(a->write_back.ids, b->write_back.ids) << where;
       ASSERT_EQ(a->write_back.slots, b->write_back.slots) << where;
       ASSERT_EQ(a->load.ids, b->load.ids) << where;
+      last_slots = a->slots;
+      auto backward = [&] {
+        by_slot->MarkDirty(a->slots);
+        by_batch->MarkBatchDirty();
+      };
       const uint64_t roll = rng() % 20;
-      if (roll == 0) flushed += take_dirty(where + ", flushed before its backward");
-      if (roll < 4) {
-        ++evaluations;  // no backward: its rows are as they were
-      } else {
-        by_slot->MarkDirty(a->slots);
-        by_batch->MarkBatchDirty();
-      }
-      if (roll == 4) {  // flushed after the backward, then a second backward
+      if (roll == 0) {
+        ++seen["flushed before its backward"];
+        flushed += take_dirty(where + ", flushed before its backward");
+        backward();
+      } else if (roll < 4) {
+        ++seen["evaluation"];  // no backward: its rows are as they were
+      } else if (roll == 4) {
+        ++seen["flushed after its backward, then a second backward"];
+        backward();
         flushed += take_dirty(where + ", flushed after its backward");
-        by_slot->MarkDirty(a->slots);
-        by_batch->MarkBatchDirty();
-      }
-      if (roll == 5) {  // a row changed otherwise (a checkpoint's load, a reset)
+        backward();
+      } else if (roll == 5) {
+        ++seen["rows changed otherwise"];  // a checkpoint's load, a reset
         const std::vector<int64_t> some = {a->slots[0], a->slots[a->slots.size() / 2]};
         by_slot->MarkDirty(some);
         by_batch->MarkDirty(some);
+      } else if (roll == 6) {
+        ++seen["two backwards"];
+        backward();
+        backward();
+      } else {
+        backward();
       }
-      if (roll == 6 && step % 50 == 6) {  // purge
+      if (step % 100 == 50) {  // purged, then a backward of the batch whose rows went
+        ++seen["purged"];
         flushed += take_dirty(where + ", purged");
         by_slot->Clear();
         by_batch->Clear();
+        backward();
       }
     }
     flushed += take_dirty("at the end");
-    EXPECT_GT(refusals, 0);
-    EXPECT_GT(evaluations, 40);
+    for (const char* c : {"refused", "refused, then the batch before trained", "flushed before its backward",
+                          "evaluation", "flushed after its backward, then a second backward",
+                          "rows changed otherwise", "two backwards", "purged"}) {
+      EXPECT_GT(seen[c], 0) << c;
+    }
+    EXPECT_GT(seen["evaluation"], 40);
     EXPECT_GT(flushed, 0u);
     const CacheCounters &x = by_slot->counters(), &y = by_batch->counters();
     EXPECT_GT(x.write_backs, 1000);
     EXPECT_EQ(std::vector<int64_t>({x.lookups, x.hits, x.evictions, x.write_backs, x.reloads}),
               std::vector<int64_t>({y.lookups, y.hits, y.evictions, y.write_backs, y.reloads}));
   }
+}
+
+
+// Training and evaluation taking turns, batch by batch, for longer than the
+// directory keeps runs of untrained batches (it then writes dirtiness into
+// each slot's byte): the same write-backs as marks slot by slot, and the
+// same rows at a flush.
+TEST_F(CacheDirectoryTest, TrainingAndEvaluationTakingTurnsForLongWriteBackWhatSlotMarksDo) {
+  const CacheDirectoryConfig config{.slots = 64, .ways = 4, .overflow = 16};
+  auto by_slot = CacheDirectory::Create(registry_, "lru", {}, config);
+  auto by_batch = CacheDirectory::Create(registry_, "lru", {}, config);
+  ASSERT_TRUE(by_slot.ok() && by_batch.ok());
+  std::mt19937_64 rng(29);
+  int64_t write_backs = 0;
+  for (int step = 0; step < 5000; ++step) {
+    std::vector<int64_t> ids = Batch(rng, 6, 300);
+    auto a = by_slot->Assign(ids);
+    auto b = by_batch->Assign(ids);
+    ASSERT_TRUE(a.ok() && b.ok()) << step;
+    ASSERT_EQ(a->write_back.ids, b->write_back.ids) << step;
+    ASSERT_EQ(a->write_back.slots, b->write_back.slots) << step;
+    write_backs += static_cast<int64_t>(a->write_back.ids.size());
+    if (step % 2 == 0 || step % 7 == 0) {  // trained; the other odd steps evaluate
+      by_slot->MarkDirty(a->slots);
+      by_batch->MarkBatchDirty();
+    }
+  }
+  EXPECT_GT(write_backs, 1000);
+  const CacheDirectory::Move x = by_slot->TakeDirty(), y = by_batch->TakeDirty();
+  EXPECT_EQ(x.ids, y.ids);
+  EXPECT_GT(x.ids.size(), 0u);
 }
 
 }  // namespace

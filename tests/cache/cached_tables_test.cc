@@ -11,7 +11,8 @@
 // the cache's writer thread) and read rows from the file; overflow rows
 // come back the batch after they leave. Two runs prefetch each next batch's rows on a thread
 // while the current batch trains (prefetch_pipeline). Another test moves thousands of rows a
-// step, through the pool of threads and through the mapping.
+// step, through the pool of threads and through the mapping; another mixes evaluations, flushes
+// between a forward and its backward, a batch trained twice and purges (the batch marked dirty whole).
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -316,6 +318,58 @@ TEST_F(CachedTablesTest, StepsMovingThousandsOfRowsEqualTheInMemoryKernel) {
     EXPECT_TRUE(SameBytes(cached->ReadWeights(0).value(), ref->ReadWeights(0).value())) << "weights";
     EXPECT_TRUE(SameBytes(cached->ReadState(0).value(), ref->ReadState(0).value())) << "optimizer state";
   }
+}
+
+// A backward marks its batch dirty whole (MarkBatchDirty). Steps that
+// evaluate (a forward alone), flush between a forward and its backward,
+// train a batch twice, flush or purge after it, all with thousands of rows
+// moving: outputs, weights and optimizer state stay the in-memory kernel's.
+TEST_F(CachedTablesTest, EvaluationsFlushesAndPurgesBetweenStepsLoseNoChangedRow) {
+  constexpr int64_t kTableRows = 20000, kIds = 4096, kSteps = 60;
+  testing::TempDir dir("turns");
+  const EmbeddingTableConfig t = OneFeatureTable("wide", kTableRows, DataType::kFp32);
+  const EmbeddingModuleOptions options = Adagrad(37);
+  auto ref = EmbeddingTables::Create(registry_, {t}, options);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  const CacheParams params{.algorithm = "lru", .load_factor = 0.2, .overflow = kIds, .io = "mmap", .layout = "log"};
+  auto cached = EmbeddingTables::Create(registry_, {t}, options, {}, {TableCacheSpec{params, dir.path() / "wide.rows", {}}});
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  std::mt19937_64 rng(41);
+  std::map<int, int> modes;
+  int64_t iteration = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    std::vector<int64_t> ids(kIds);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(i % 2 == 0 ? kTableRows / 10 : kTableRows));
+    }
+    const auto batch = KeyedJaggedTensor::FromLengths({"f"}, ids, std::vector<int64_t>(ids.size(), 1)).value();
+    Tensor want = Tensor::Zeros(dtype::kFloat32, {kIds, kDim}), got = want.Clone();
+    ASSERT_TRUE(ref->Forward(batch, {0}, {0}, want).ok());
+    ASSERT_TRUE(cached->Forward(batch, {0}, {0}, got).ok());
+    ASSERT_TRUE(SameBytes(got, want)) << "output of step " << step;
+    const int mode = static_cast<int>(rng() % 6);
+    ++modes[mode];
+    if (mode == 0) continue;  // an evaluation: no backward
+    if (mode == 1) {  // flushed between the forward and its backward
+      ASSERT_TRUE(cached->Flush().ok());
+    }
+    Tensor g = Tensor::Zeros(dtype::kFloat32, {kIds, kDim});
+    for (int64_t i = 0; i < g.numel(); ++i) g.data<float>()[i] = std::cos(0.11f * static_cast<float>(i) + step);
+    for (int times = mode == 2 ? 2 : 1; times > 0; --times) {  // mode 2: the batch trained twice
+      ++iteration;
+      ASSERT_TRUE(ref->Backward(batch, {0}, {0}, g, iteration, std::nan("")).ok());
+      ASSERT_TRUE(cached->Backward(batch, {0}, {0}, g, iteration, std::nan("")).ok());
+    }
+    if (mode == 3) {
+      ASSERT_TRUE(cached->Flush().ok());
+    } else if (mode == 4) {
+      ASSERT_TRUE(cached->Purge().ok());
+    }
+  }
+  for (int mode = 0; mode < 5; ++mode) EXPECT_GT(modes[mode], 0) << "mode " << mode << " never ran";
+  EXPECT_GE(cached->cache(0)->file_counters().rows_written, 4 * 1024) << "victims written back";
+  EXPECT_TRUE(SameBytes(cached->ReadWeights(0).value(), ref->ReadWeights(0).value())) << "weights";
+  EXPECT_TRUE(SameBytes(cached->ReadState(0).value(), ref->ReadState(0).value())) << "optimizer state";
 }
 
 TEST_F(CachedTablesTest, BadSettingsAndForeignFilesAreRefusedByName) {

@@ -163,7 +163,8 @@ struct CacheDirectory::State {
   bool batch_trained = false;  // MarkBatchDirty since the last Assign
   int64_t clean_through = 0;   // rows last used up to this batch were written by the last TakeDirty
   // Batches before `batch` that were not trained, as ascending [first, last]
-  // runs (empty while every batch trains; runs up to `clean_through` dropped).
+  // runs (empty while every batch trains; runs up to `clean_through` dropped;
+  // at most kMaxUntrainedRuns, 16 KiB).
   std::vector<std::pair<int64_t, int64_t>> untrained;
   std::vector<int64_t> overflow_held;  // overflow slots holding last batch's ids
   CacheCounters counters;
@@ -215,10 +216,26 @@ struct CacheDirectory::State {
     } else if (!noted) {
       if (!untrained.empty() && untrained.back().second == b - 1) {
         untrained.back().second = b;
+      } else if (untrained.size() >= kMaxUntrainedRuns) {
+        Materialize();  // b is then at or below clean_through: clean until trained
       } else {
         untrained.emplace_back(b, b);
       }
     }
+  }
+  // Training and evaluation taking turns add a run per evaluation until a
+  // flush drops them. Past kMaxUntrainedRuns, each slot's dirtiness by
+  // batch is written into its byte instead (one pass over the slots every
+  // thousand-odd evaluations), and no batch so far counts any more.
+  static constexpr size_t kMaxUntrainedRuns = 1024;
+  void Materialize() {
+    for (size_t u = 0; u < ids.size(); ++u) {
+      if (ids[u] < 0 || !ChangedSince(uses[u].last)) continue;
+      rows[u] = Row::kDirty;
+      uses[u].last = BatchOf(uses[u].last);
+    }
+    clean_through = batch;
+    untrained.clear();
   }
   StatusOr<Plan> DecideBatch(std::span<const int64_t> ids);
   int64_t Find(int64_t id) const { return direct ? by_row.Find(id) : index.Find(id); }
