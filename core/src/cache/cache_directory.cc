@@ -163,8 +163,8 @@ struct CacheDirectory::State {
   bool batch_trained = false;  // MarkBatchDirty since the last Assign
   int64_t clean_through = 0;   // rows last used up to this batch were written by the last TakeDirty
   // Batches before `batch` that were not trained, as ascending [first, last]
-  // runs (empty while every batch trains; runs up to `clean_through` dropped;
-  // at most kMaxUntrainedRuns, 16 KiB).
+  // runs (empty while every batch trains; dropped at a flush; at most
+  // kMaxUntrainedRuns, 16 KiB).
   std::vector<std::pair<int64_t, int64_t>> untrained;
   std::vector<int64_t> overflow_held;  // overflow slots holding last batch's ids
   CacheCounters counters;
@@ -234,6 +234,12 @@ struct CacheDirectory::State {
       rows[u] = Row::kDirty;
       uses[u].last = BatchOf(uses[u].last);
     }
+    AllWritten();
+  }
+  // Every row's change so far is on the file or in its byte: no batch so
+  // far makes a row dirty any more (a backward of the current one, still
+  // to come, lowers clean_through again).
+  void AllWritten() {
     clean_through = batch;
     untrained.clear();
   }
@@ -730,10 +736,7 @@ CacheDirectory::Move CacheDirectory::TakeDirty() {
     s.rows[slot] = Row::kClean;
     s.uses[slot].last = BatchOf(s.uses[slot].last);
   }
-  // Every row is written: no batch so far makes a row dirty any more (a
-  // backward of the current one, still to come, lowers this again).
-  s.clean_through = s.batch;
-  std::erase_if(s.untrained, [&](const auto& run) { return run.second <= s.clean_through; });
+  s.AllWritten();
   return out;
 }
 
@@ -742,8 +745,7 @@ void CacheDirectory::Clear() {
   std::fill(s_->uses.begin(), s_->uses.end(), Use{});
   std::fill(s_->rows.begin(), s_->rows.end(), Row::kFree);
   std::fill(s_->metadata.begin(), s_->metadata.end(), 0);
-  s_->clean_through = s_->batch;  // no row left to be dirty
-  s_->untrained.clear();
+  s_->AllWritten();  // no row left to be dirty
   s_->index.Clear();
   s_->by_row.Clear();
   s_->overflow_held.clear();
