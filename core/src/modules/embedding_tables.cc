@@ -50,10 +50,10 @@ struct EmbeddingTables::Caches {
 
 struct EmbeddingTables::KernelSlots final : CacheSlots {
   KernelSlots(const EmbeddingTables& t, int32_t table) : t(t), table(table) {}
-  Status Read(std::span<const int64_t> slots, Tensor* weights, Tensor* state) const override {
+  Status ReadViews(std::span<const int64_t> slots, DLTensor* weights, DLTensor* state) const override {
     return t.KernelRows(table, slots, weights, state, RowsOp::kRead);
   }
-  Status Write(std::span<const int64_t> slots, const Tensor* weights, const Tensor* state) const override {
+  Status WriteViews(std::span<const int64_t> slots, const DLTensor* weights, const DLTensor* state) const override {
     return t.KernelRows(table, slots, weights, state, RowsOp::kWrite);
   }
   const EmbeddingTables& t;
@@ -146,7 +146,7 @@ StatusOr<EmbeddingTables> EmbeddingTables::Create(const PluginRegistry& registry
       const std::vector<int64_t> first = {0};
       SR_RETURN_IF_ERROR(made.KernelRows(table, first, nullptr, nullptr, RowsOp::kReset));
       Tensor st = Tensor::Empty(dtype::kFloat32, {1, info.state_dim});
-      SR_RETURN_IF_ERROR(made.KernelRows(table, first, nullptr, &st, RowsOp::kRead));
+      SR_RETURN_IF_ERROR(made.KernelRows(table, first, nullptr, &st.dl(), RowsOp::kRead));
       format.initial_state.assign(st.data<float>(), st.data<float>() + info.state_dim);
     }
     SR_ASSIGN_OR_RETURN(made.caches_->tables[t], TableCache::Create(std::move(directories[t]).value(),
@@ -233,18 +233,18 @@ Status EmbeddingTables::RowsCall(int32_t table, std::span<const int64_t> rows, c
     }
     return c.ResetRows(rows, slots);
   }
-  return KernelRows(table, rows, weights, state, op);
+  return KernelRows(table, rows, weights ? &weights->dl() : nullptr, state ? &state->dl() : nullptr, op);
 }
 
-Status EmbeddingTables::KernelRows(int32_t table, std::span<const int64_t> rows, const Tensor* weights,
-                                   const Tensor* state, RowsOp op) const {
+Status EmbeddingTables::KernelRows(int32_t table, std::span<const int64_t> rows, const DLTensor* weights,
+                                   const DLTensor* state, RowsOp op) const {
   DLView rows_view(rows.data(), {static_cast<int64_t>(rows.size())});
   sr_kernel_rows_args args{};
   args.struct_size = SR_STRUCT_SIZE(sr_kernel_rows_args, stream);
   args.table = table;
   args.rows = rows_view.get();
-  args.weights = weights ? const_cast<DLTensor*>(&weights->dl()) : nullptr;
-  args.state = state ? const_cast<DLTensor*>(&state->dl()) : nullptr;
+  args.weights = const_cast<DLTensor*>(weights);  // read_rows writes through it; write_rows only reads
+  args.state = const_cast<DLTensor*>(state);
   switch (op) {
     case RowsOp::kRead: return kernel_.ReadRows(args);
     case RowsOp::kWrite: return kernel_.WriteRows(args);

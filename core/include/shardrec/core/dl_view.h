@@ -20,7 +20,7 @@ constexpr DLDataType DLTypeOf() {
   return sdk::DTypeOf<std::remove_cv_t<T>>();
 }
 
-// A contiguous CPU view with up to 4 dimensions.
+// A CPU view with up to 4 dimensions: contiguous, or 2-D with a row stride.
 class DLView {
  public:
   template <class T>
@@ -35,6 +35,21 @@ class DLView {
     t_.strides = nullptr;
     t_.byte_offset = 0;
   }
+  // Rows [rows, cols] of `dtype`, `row_stride` elements apart (a column
+  // block of packed records: e.g. a cached row's weights or its state).
+  DLView(void* data, DLDataType dtype, int64_t rows, int64_t cols, int64_t row_stride) {
+    shape_[0] = rows;
+    shape_[1] = cols;
+    strides_[0] = row_stride;
+    strides_[1] = 1;
+    t_.data = data;
+    t_.device = {kDLCPU, 0};
+    t_.ndim = 2;
+    t_.dtype = dtype;
+    t_.shape = shape_.data();
+    t_.strides = strides_.data();
+    t_.byte_offset = 0;
+  }
   DLView(const DLView&) = delete;
   DLView& operator=(const DLView&) = delete;
 
@@ -44,6 +59,7 @@ class DLView {
 
  private:
   std::array<int64_t, 4> shape_{};
+  std::array<int64_t, 2> strides_{};
   DLTensor t_{};
 };
 

@@ -62,8 +62,18 @@ struct TableCacheSpec {
 class CacheSlots {
  public:
   virtual ~CacheSlots() = default;
-  virtual Status Read(std::span<const int64_t> slots, Tensor* weights, Tensor* state) const = 0;
-  virtual Status Write(std::span<const int64_t> slots, const Tensor* weights, const Tensor* state) const = 0;
+  // Through DLTensor views, which may be strided (the kernel ABI honours
+  // strides or refuses with SR_INVALID_ARGUMENT, writing nothing): a
+  // cache moves whole rows packed in one buffer this way, without
+  // splitting them into two tensors first.
+  virtual Status ReadViews(std::span<const int64_t> slots, DLTensor* weights, DLTensor* state) const = 0;
+  virtual Status WriteViews(std::span<const int64_t> slots, const DLTensor* weights, const DLTensor* state) const = 0;
+  Status Read(std::span<const int64_t> slots, Tensor* weights, Tensor* state) const {
+    return ReadViews(slots, weights ? weights->mutable_dl() : nullptr, state ? state->mutable_dl() : nullptr);
+  }
+  Status Write(std::span<const int64_t> slots, const Tensor* weights, const Tensor* state) const {
+    return WriteViews(slots, weights ? &weights->dl() : nullptr, state ? &state->dl() : nullptr);
+  }
 };
 
 // How rows look, once the kernel table exists.

@@ -146,9 +146,11 @@ class EmbeddingTables {
   // Row I/O on `rows`: a cached table's cache, else KernelRows.
   Status RowsCall(int32_t table, std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
                   RowsOp op) const;
-  // One read_rows / write_rows / reset_rows call of the kernel on `rows`.
-  Status KernelRows(int32_t table, std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
-                  RowsOp op) const;
+  // One read_rows / write_rows / reset_rows call of the kernel on `rows`
+  // (the views may be strided; read_rows writes through `weights` and
+  // `state`).
+  Status KernelRows(int32_t table, std::span<const int64_t> rows, const DLTensor* weights, const DLTensor* state,
+                    RowsOp op) const;
   // ReadRows / WriteRows: shapes checked, then one RowsCall.
   Status SomeRows(int32_t table, std::span<const int64_t> rows, const Tensor* weights, const Tensor* state,
                   RowsOp op) const;
