@@ -267,6 +267,31 @@ TEST_F(CachedTablesTest, ThousandsOfFirstSightsDrawTheKernelsInitialRows) {
   }
 }
 
+// A backward reuses its forward's slots only for the forward's batch. An
+// array the batch owns cannot change, so the same array is that batch; ids
+// borrowed from the caller's memory may have changed between the two
+// calls, so they are compared with the forward's copy: here they name rows
+// the forward never brought in, and the backward says so instead of
+// training the forward's rows.
+TEST_F(CachedTablesTest, ABackwardOfBorrowedIdsThatChangedIsNotTheForwardsBatch) {
+  testing::TempDir dir("borrowed");
+  const EmbeddingTableConfig t = OneFeatureTable("b", 1000, DataType::kFp32);
+  const CacheParams params{.algorithm = "lru", .load_factor = 0.1, .ways = 4, .overflow = 16};
+  auto cached = EmbeddingTables::Create(registry_, {t}, Adagrad(5), {}, {TableCacheSpec{params, dir.path() / "b.rows", {}}});
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  auto ids = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{1, 2, 3, 4});
+  const auto borrowed = SharedArray<int64_t>::Borrow(ids->data(), ids->size(), ids);
+  const auto batch = KeyedJaggedTensor::FromLengths({"f"}, borrowed, {1, 1, 1, 1}).value();
+  Tensor out = Tensor::Zeros(dtype::kFloat32, {4, kDim}), grad = Tensor::Zeros(dtype::kFloat32, {4, kDim});
+  ASSERT_TRUE(cached->Forward(batch, {0}, {0}, out).ok());
+  ASSERT_TRUE(cached->Backward(batch, {0}, {0}, grad, 1, std::nan("")).ok()) << "the same ids: the forward's batch";
+  ASSERT_TRUE(cached->Forward(batch, {0}, {0}, out).ok());
+  *ids = {901, 902, 903, 904};  // the caller's memory changes under the borrowed batch
+  const Status changed = cached->Backward(batch, {0}, {0}, grad, 2, std::nan(""));
+  EXPECT_FALSE(changed.ok());
+  EXPECT_NE(changed.message().find("not cached"), std::string::npos) << changed.ToString();
+}
+
 // Steps of thousands of rows moved, as a training table larger than memory
 // meets them (the test above moves a handful a step): each step's misses
 // read or drawn and written into the kernel, thousands of victims written

@@ -43,7 +43,13 @@ int64_t WeightColumns(const sr_kernel_table_info& info) {
 // which its backward reuses instead of finding every id again.
 struct EmbeddingTables::Caches {
   std::vector<std::optional<TableCache>> tables;
-  std::vector<int64_t> last_ids;
+  // The forward's ids as they were: the batch's own array when it owns it
+  // (immutable: shared, not copied, and a backward of the same batch is
+  // known by its address), else a copy (borrowed ids may change).
+  SharedArray<int64_t> last_ids;
+  bool SameIds(const SharedArray<int64_t>& ids) const {
+    return (ids.data() == last_ids.data() && ids.size() == last_ids.size() && !ids.borrowed()) || ids == last_ids;
+  }
   std::optional<KeyedJaggedTensor> last_slots;
   std::optional<KeyedJaggedTensor> found;  // a backward's slots, found anew (not its forward's batch)
 };
@@ -416,7 +422,7 @@ struct LookupViews {
 StatusOr<const KeyedJaggedTensor*> EmbeddingTables::ToSlots(const KeyedJaggedTensor& features, bool forward) const {
   if (!caches_) return static_cast<const KeyedJaggedTensor*>(nullptr);
   Caches& c = *caches_;
-  if (!forward && c.last_slots && features.values() == c.last_ids && features.keys() == c.last_slots->keys() &&
+  if (!forward && c.last_slots && c.SameIds(features.values()) && features.keys() == c.last_slots->keys() &&
       features.lengths() == c.last_slots->lengths()) {
     return &*c.last_slots;  // the batch of the last forward: its slots still hold its rows
   }
@@ -473,8 +479,8 @@ StatusOr<const KeyedJaggedTensor*> EmbeddingTables::ToSlots(const KeyedJaggedTen
   std::optional<KeyedJaggedTensor>& out = forward ? c.last_slots : c.found;
   out = features;
   SR_RETURN_IF_ERROR(out->ReplaceValues(std::move(values)));
-  if (forward) {  // a snapshot: borrowed ids may change
-    c.last_ids.assign(features.values().data(), features.values().data() + features.values().size());
+  if (forward) {
+    c.last_ids = features.values().borrowed() ? SharedArray<int64_t>(features.values().ToVector()) : features.values();
   }
   return &*out;
 }
