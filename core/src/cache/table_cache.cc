@@ -53,7 +53,7 @@ struct TableCache::State {
   std::vector<std::byte> behind_rows;
   Status failed = Status::Ok();  // a write-back or load failed: every later call refuses
   // Whole rows go in and out of the kernel as strided views of the buffer
-  // they are packed in (PackedViews), not split into two tensors and
+  // they are packed in (MovePacked), not split into two tensors and
   // copied again, while the layout allows and the kernel takes them.
   bool packed_views = true;
 
