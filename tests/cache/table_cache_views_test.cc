@@ -43,34 +43,33 @@ class FakeSlots final : public CacheSlots {
     state_[static_cast<size_t>(slot)] += 1.0f;
     weights_[static_cast<size_t>(slot * dim_) * elem_] ^= std::byte{0x5a};
   }
-  int64_t strided = 0, refused = 0;
+  mutable int64_t strided = 0, refused = 0;  // counted by the const calls the cache makes
 
  private:
   Status Move(std::span<const int64_t> slots, const DLTensor* weights, const DLTensor* state, bool reading) const {
     for (const DLTensor* t : {weights, state}) {
       if (t == nullptr || t->strides == nullptr) continue;
       if (refuse_) {
-        ++const_cast<FakeSlots*>(this)->refused;
+        ++refused;
         return Status(SR_INVALID_ARGUMENT, "fake kernel: strided views refused");
       }
     }
     if ((weights != nullptr && weights->strides != nullptr) || (state != nullptr && state->strides != nullptr)) {
-      ++const_cast<FakeSlots*>(this)->strided;
+      ++strided;
     }
-    auto* self = const_cast<FakeSlots*>(this);
     for (size_t i = 0; i < slots.size(); ++i) {
       const auto s = static_cast<size_t>(slots[i]);
       if (weights != nullptr) {
         const int64_t stride = weights->strides ? weights->strides[0] : dim_;
         std::byte* theirs = static_cast<std::byte*>(weights->data) + static_cast<size_t>(static_cast<int64_t>(i) * stride) * elem_;
-        std::byte* mine = self->weights_.data() + s * static_cast<size_t>(dim_) * elem_;
+        std::byte* mine = weights_.data() + s * static_cast<size_t>(dim_) * elem_;
         reading ? std::memcpy(theirs, mine, static_cast<size_t>(dim_) * elem_)
                 : std::memcpy(mine, theirs, static_cast<size_t>(dim_) * elem_);
       }
       if (state != nullptr) {
         const int64_t stride = state->strides ? state->strides[0] : kStateDim;
         float* theirs = static_cast<float*>(state->data) + static_cast<int64_t>(i) * stride;
-        float* mine = self->state_.data() + s * kStateDim;
+        float* mine = state_.data() + s * kStateDim;
         reading ? std::memcpy(theirs, mine, sizeof(float) * kStateDim) : std::memcpy(mine, theirs, sizeof(float) * kStateDim);
       }
     }
@@ -79,8 +78,8 @@ class FakeSlots final : public CacheSlots {
   int64_t dim_;
   size_t elem_;
   bool refuse_;
-  std::vector<std::byte> weights_;
-  std::vector<float> state_;
+  mutable std::vector<std::byte> weights_;  // the kernel's table: written by the const WriteViews
+  mutable std::vector<float> state_;
 };
 
 class TableCacheViewsTest : public ::testing::Test {

@@ -5,7 +5,7 @@
 // never written) and written into theirs, then the victims written to the
 // file on the writer thread while the batch trains. Rows cross into and out
 // of the kernel packed as they are on the file, through strided views of
-// weights and state (MovePacked), not split into two tensors and copied
+// weights and state (MoveAsViews), not split into two tensors and copied
 // again (issue 23's lru 0.9 warm pass: 0.47 -> 0.49 of the in-memory
 // table, docs/benchmarks.md).
 #include "shardrec/core/cache/table_cache.h"
@@ -53,8 +53,8 @@ struct TableCache::State {
   std::vector<std::byte> behind_rows;
   Status failed = Status::Ok();  // a write-back or load failed: every later call refuses
   // Whole rows go in and out of the kernel as strided views of the buffer
-  // they are packed in (MovePacked), not split into two tensors and
-  // copied again, while the layout allows and the kernel takes them.
+  // they are packed in (MoveAsViews), not split into two tensors and
+  // copied again, until the kernel refuses them.
   bool packed_views = true;
 
   Status Usable() const {
@@ -243,13 +243,7 @@ struct TableCache::State {
     if (m.ids.empty()) return Status::Ok();
     const auto n = static_cast<int64_t>(m.ids.size());
     behind_rows.resize(static_cast<size_t>(n * row_bytes));
-    bool packed = false;
-    SR_RETURN_IF_ERROR(MovePacked(slots, m.slots, behind_rows.data(), /*reading=*/true, packed));
-    if (!packed) {
-      Tensor w = Tensor::Empty(format.weight_dtype, {n, dim}), st = Tensor::Empty(dtype::kFloat32, {n, state_dim()});
-      SR_RETURN_IF_ERROR(slots.Read(m.slots, &w, StateOrNull(st)));
-      Pack(w, st, behind_rows.data(), n);
-    }
+    SR_RETURN_IF_ERROR(ReadPacked(slots, m.slots, behind_rows.data()));
     Unstage(m.ids);
     if (behind) {
       behind_ids = m.ids;
@@ -258,83 +252,72 @@ struct TableCache::State {
     return file.Write(m.ids, behind_rows.data());
   }
 
-  // Rows `m.ids` into the kernel at `m.slots`, each unpacked once, straight
-  // into the tensors the kernel takes. `reloads`: (index in m, row of
-  // behind_rows) for rows this batch wrote back.
+  // Rows `m.ids` into the kernel at `m.slots`, packed as they come: the
+  // file's rows and the drawn ones as the blocks they are read or drawn
+  // in, the few others (written back this batch, staged) gathered into one
+  // more block. `reloads`: (index in m, row of behind_rows) for rows this
+  // batch wrote back.
   Status Load(const CacheDirectory::Move& m, const CacheSlots& slots,
               std::span<const std::pair<size_t, size_t>> reloads = {}) {
     if (m.ids.empty()) return Status::Ok();
-    if (PackedLayout()) {
-      // The file's rows and the drawn ones go in as the blocks they are
-      // packed in; the few others (written back this batch, staged) are
-      // gathered into one more block.
-      std::vector<std::byte> others;
-      std::vector<int64_t> others_slots, block_slots;
-      bool packed = true;
-      const Status gathered = Gather(
-          m.ids, reloads,
-          [&](size_t i, const std::byte* row) {
-            others.insert(others.end(), row, row + row_bytes);
-            others_slots.push_back(m.slots[i]);
-          },
-          [&](std::span<const size_t> at, const std::byte* rows) -> Status {
-            block_slots.resize(at.size());
-            for (size_t k = 0; k < at.size(); ++k) block_slots[k] = m.slots[at[k]];
-            if (!packed) return WriteUnpacked(slots, block_slots, rows);
-            if (Status moved = MovePacked(slots, block_slots, const_cast<std::byte*>(rows), /*reading=*/false, packed);
-                !moved.ok()) {
-              return moved;
-            }
-            return packed ? Status::Ok() : WriteUnpacked(slots, block_slots, rows);
-          });
-      SR_RETURN_IF_ERROR(gathered);
-      if (others_slots.empty()) return Status::Ok();
-      if (packed) SR_RETURN_IF_ERROR(MovePacked(slots, others_slots, others.data(), /*reading=*/false, packed));
-      return packed ? Status::Ok() : WriteUnpacked(slots, others_slots, others.data());
-    }
-    const auto n = static_cast<int64_t>(m.ids.size());
-    Tensor w = Tensor::Empty(format.weight_dtype, {n, dim}), st = Tensor::Empty(dtype::kFloat32, {n, state_dim()});
-    SR_RETURN_IF_ERROR(Gather(m.ids, reloads, [&](size_t i, const std::byte* row) {
-      Unpack(row, &w, &st, static_cast<int64_t>(i));
-    }));
-    return slots.Write(m.slots, &w, StateOrNull(st));
+    std::vector<std::byte> others;
+    std::vector<int64_t> others_slots, block_slots;
+    SR_RETURN_IF_ERROR(Gather(
+        m.ids, reloads,
+        [&](size_t i, const std::byte* row) {
+          others.insert(others.end(), row, row + row_bytes);
+          others_slots.push_back(m.slots[i]);
+        },
+        [&](std::span<const size_t> at, const std::byte* rows) {
+          block_slots.resize(at.size());
+          for (size_t k = 0; k < at.size(); ++k) block_slots[k] = m.slots[at[k]];
+          return WritePacked(slots, block_slots, rows);
+        }));
+    return others_slots.empty() ? Status::Ok() : WritePacked(slots, others_slots, others.data());
   }
-  // Rows `rows` (packed, one per slot) into the kernel, split into two
-  // tensors first.
-  Status WriteUnpacked(const CacheSlots& slots, std::span<const int64_t> slot_list, const std::byte* rows) {
+  // Rows of `slot_list` out of the kernel into `rows`, packed (weights,
+  // then state, row_bytes apart), and back in.
+  Status ReadPacked(const CacheSlots& slots, std::span<const int64_t> slot_list, std::byte* rows) {
+    SR_ASSIGN_OR_RETURN(const bool viewed, MoveAsViews(slots, slot_list, rows, /*reading=*/true));
+    if (viewed) return Status::Ok();
+    const auto n = static_cast<int64_t>(slot_list.size());
+    Tensor w = Tensor::Empty(format.weight_dtype, {n, dim}), st = Tensor::Empty(dtype::kFloat32, {n, state_dim()});
+    SR_RETURN_IF_ERROR(slots.Read(slot_list, &w, StateOrNull(st)));
+    Pack(w, st, rows, n);
+    return Status::Ok();
+  }
+  Status WritePacked(const CacheSlots& slots, std::span<const int64_t> slot_list, const std::byte* rows) {
+    SR_ASSIGN_OR_RETURN(const bool viewed,
+                        MoveAsViews(slots, slot_list, const_cast<std::byte*>(rows), /*reading=*/false));
+    if (viewed) return Status::Ok();
     const auto n = static_cast<int64_t>(slot_list.size());
     Tensor w = Tensor::Empty(format.weight_dtype, {n, dim}), st = Tensor::Empty(dtype::kFloat32, {n, state_dim()});
     for (int64_t i = 0; i < n; ++i) Unpack(rows + i * row_bytes, &w, &st, i);
     return slots.Write(slot_list, &w, StateOrNull(st));
   }
-  // Whether a packed row's weights and state can be strided views: each
-  // starts at a multiple of its element's size.
-  bool PackedLayout() const {
+  // Packed rows through two strided views, weights and state (write_rows
+  // only reads through them). false: not moved, because the layout puts a
+  // view off its element's alignment (fp16 weights of an odd width), or
+  // the kernel refused strided views (SR_INVALID_ARGUMENT, which writes
+  // nothing; not asked again); the caller splits the rows into tensors.
+  StatusOr<bool> MoveAsViews(const CacheSlots& slots, std::span<const int64_t> slot_list, std::byte* rows,
+                             bool reading) {
     const auto elem = static_cast<int64_t>(DTypeSize(format.weight_dtype));
-    return packed_views && elem > 0 && row_bytes % elem == 0 &&
-           (state_dim() == 0 || (weight_bytes % 4 == 0 && row_bytes % 4 == 0));
-  }
-  // Rows packed in `rows` (one per slot) out of (`reading`) or into the
-  // kernel through strided views. `packed` false: the layout does not
-  // allow it or the kernel refused the views (SR_INVALID_ARGUMENT, which
-  // writes nothing; not asked again): the caller moves them unpacked.
-  Status MovePacked(const CacheSlots& slots, std::span<const int64_t> slot_list, std::byte* rows, bool reading,
-                    bool& packed) {
-    packed = PackedLayout();
-    if (!packed) return Status::Ok();
+    const bool aligned = elem > 0 && row_bytes % elem == 0 &&
+                         (state_dim() == 0 || (weight_bytes % 4 == 0 && row_bytes % 4 == 0));
+    if (!packed_views || !aligned) return false;
     const auto n = static_cast<int64_t>(slot_list.size());
-    const auto elem = static_cast<int64_t>(DTypeSize(format.weight_dtype));
     DLView w(rows, format.weight_dtype, n, dim, row_bytes / elem);
     DLView st(rows + weight_bytes, dtype::kFloat32, n, state_dim(), row_bytes / 4);
     DLTensor* state_view = state_dim() > 0 ? st.get() : nullptr;
-    Status moved = reading ? slots.ReadViews(slot_list, w.get(), state_view)
-                           : slots.WriteViews(slot_list, w.get(), state_view);
+    const Status moved = reading ? slots.ReadViews(slot_list, w.get(), state_view)
+                                 : slots.WriteViews(slot_list, w.get(), state_view);
     if (moved.code() == SR_INVALID_ARGUMENT) {
       packed_views = false;
-      packed = false;
-      return Status::Ok();
+      return false;
     }
-    return moved;
+    if (!moved.ok()) return moved;
+    return true;
   }
 
   // `rows` split by where they are: (position, slot) of the cached ones,
