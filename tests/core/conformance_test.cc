@@ -66,11 +66,23 @@ TEST(Conformance, AFalseIncrementalPromiseFails) {
   EXPECT_TRUE(passed.count("incremental: idle entries keep their order at any now"));
 }
 
+// A policy that declares `incremental` and keeps the order promises, but
+// scores each entry against the others in the call: the incremental round
+// scores holders and candidates in separate calls, and the kit says so.
+TEST(Conformance, AnIncrementalScoreThatDependsOnTheOtherEntriesFails) {
+  auto checks = Check(Fixture("relative_incremental", "eviction", "relativeinc"));
+  std::set<std::string> failed, passed;
+  for (const auto& c : checks) (c.result == CheckResult::kFail ? failed : passed).insert(c.check);
+  EXPECT_TRUE(failed.count("incremental: an entry's score depends on that entry alone")) << checks.size();
+  EXPECT_TRUE(passed.count("incremental: idle entries keep their order at any now"));
+  EXPECT_TRUE(passed.count("incremental: an access never lowers a score"));
+}
+
 TEST(Conformance, BuiltinIncrementalPoliciesKeepTheirPromise) {
   auto checks = Check(std::filesystem::path(SHARDREC_BUILT_PLUGIN_DIR) / "libshardrec_eviction_builtin.so");
   size_t promises = 0;
   for (const auto& c : checks) promises += c.check.rfind("incremental:", 0) == 0 && c.result == CheckResult::kPass;
-  EXPECT_EQ(promises, 2u * 3u) << "lru and lfu, three checks each";
+  EXPECT_EQ(promises, 2u * 4u) << "lru and lfu, four checks each";
 }
 
 }  // namespace

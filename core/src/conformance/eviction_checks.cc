@@ -3,7 +3,7 @@
 // written past the end, deterministic, bad tensors refused without writing)
 // and, when present, select's capacity bound; for a policy that declares
 // `incremental`, the promise itself (the order of idle entries the same at
-// any `now`, and no access lowering a score).
+// any `now`, no access lowering a score, and each entry scored on its own).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -77,6 +77,26 @@ void CheckIncremental(const EvictionPolicy& policy, const History& h, Recorder& 
     }
   }
   rec.Expect(moved.empty(), "incremental: idle entries keep their order at any now", moved);
+  // The incremental round scores the holders it updated and the window's
+  // candidates in calls of their own: each entry alone must score as it
+  // does among the others.
+  std::string alone;
+  for (size_t i = 0; i < h.n() && st.ok() && alone.empty(); ++i) {
+    History one;
+    one.resident = i < h.resident ? 1 : 0;
+    one.candidates = 1 - one.resident;
+    one.counts = {h.counts[i]};
+    one.last = {h.last[i]};
+    one.window = {h.window[i]};
+    std::vector<double> single(1);
+    st = Score(policy, one, single, {kDLFloat, 64, 1}, -1, int64_t{1} << 52);
+    if (st.ok() && !(single[0] == key_time[i])) {
+      alone = "entry " + std::to_string(i) + " scores " + std::to_string(single[0]) + " alone and " +
+              std::to_string(key_time[i]) + " among the others";
+    }
+  }
+  rec.Expect(st.ok() && alone.empty(), "incremental: an entry's score depends on that entry alone",
+             st.ok() ? alone : st.ToString());
   History accessed = h;
   for (size_t i = 0; i < h.n(); ++i) {
     accessed.counts[i] += 1;
