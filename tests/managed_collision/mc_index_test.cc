@@ -19,31 +19,58 @@ namespace {
 TEST(IdSlotIndexTest, BatchedCallsMatchAMapThroughHeavyChurn) {
   constexpr int64_t kSlots = 5000;
   IdSlotIndex index(kSlots);
-  std::unordered_map<int64_t, int64_t> want;
+  std::unordered_map<int64_t, int64_t> want;  // every entry, marks (rows below kEmpty) included
   std::mt19937_64 rng(7);
   // Ids from a small universe so that lookups both hit and miss, and
   // erases leave holes inside clusters for the backward shift to close.
   std::uniform_int_distribution<int64_t> universe(-30000, 30000);
   std::vector<int64_t> held;
+  int64_t marks_kept = 0;
   for (int round = 0; round < 400; ++round) {
-    // Replace a random share of the holders with ids not held.
+    // Replace a random share of the holders with ids not held, as a round
+    // does: the newcomers were filed with marks first, by FindOrInsert.
     std::shuffle(held.begin(), held.end(), rng);
     const size_t leaving = std::min(held.size(), static_cast<size_t>(rng() % 300));
     std::vector<int64_t> gone(held.end() - static_cast<std::ptrdiff_t>(leaving), held.end());
     held.resize(held.size() - leaving);
     for (int64_t id : gone) want.erase(id);
-    std::vector<int64_t> fresh, rows;
+    std::vector<int64_t> fresh, rows, refused;
     while (held.size() + fresh.size() < static_cast<size_t>(kSlots) && fresh.size() < 400) {
       const int64_t id = universe(rng);
-      if (want.contains(id) || std::find(fresh.begin(), fresh.end(), id) != fresh.end() ||
-          std::find(gone.begin(), gone.end(), id) != gone.end()) {
+      if (want.contains(id) || std::find(gone.begin(), gone.end(), id) != gone.end()) {
+        // Present (a holder or a mark): FindOrInsert finds it and changes nothing.
+        if (want.contains(id)) {
+          ASSERT_EQ(index.FindOrInsert(id, -7), want[id]);
+        }
         continue;
       }
-      fresh.push_back(id);
-      rows.push_back(static_cast<int64_t>(rng() % 1000000));
+      const int64_t mark = -2 - static_cast<int64_t>(fresh.size() + refused.size());
+      ASSERT_EQ(index.FindOrInsert(id, mark), mark);
+      want[id] = mark;
+      if (rng() % 4 == 0) {
+        refused.push_back(id);
+      } else {
+        fresh.push_back(id);
+        rows.push_back(static_cast<int64_t>(rng() % 1000000));
+      }
     }
-    index.ReplaceMany(gone, fresh, rows.data());
+    ASSERT_EQ(index.size(), static_cast<int64_t>(want.size() + gone.size()));
+    index.EraseMany(gone);
+    index.AssignMany(fresh, rows.data());
     for (size_t k = 0; k < fresh.size(); ++k) want[fresh[k]] = rows[k], held.push_back(fresh[k]);
+    // Some refused marks stay a round longer (a window spanning rounds);
+    // the others leave one by one or all at once in a pass (EraseMarks:
+    // these are the only marks then).
+    if (round % 2 == 0) {
+      if (round % 4 == 0) {
+        index.EraseMarks();
+      } else {
+        index.EraseMany(refused);
+      }
+      for (int64_t id : refused) want.erase(id);
+    } else {
+      marks_kept += static_cast<int64_t>(refused.size());
+    }
     ASSERT_EQ(index.size(), static_cast<int64_t>(want.size()));
     // Look up a batch longer than the prefetch distance, hits and misses mixed.
     std::vector<int64_t> probe(100 + rng() % 200);
@@ -52,11 +79,40 @@ TEST(IdSlotIndexTest, BatchedCallsMatchAMapThroughHeavyChurn) {
     index.FindMany(probe, got.data());
     for (size_t k = 0; k < probe.size(); ++k) {
       const auto it = want.find(probe[k]);
-      ASSERT_EQ(got[k], it == want.end() ? -1 : it->second) << "round " << round << ", id " << probe[k];
-      ASSERT_EQ(index.Find(probe[k]), got[k]);
+      const int64_t row = it == want.end() ? IdSlotIndex::kEmpty : it->second;
+      // FindMany: a mark reads as no slot; Find gives the mark itself.
+      ASSERT_EQ(got[k], std::max(row, IdSlotIndex::kEmpty)) << "round " << round << ", id " << probe[k];
+      ASSERT_EQ(index.Find(probe[k]), row) << "round " << round << ", id " << probe[k];
+    }
+    if (round % 2 == 1) {  // the kept marks leave after all
+      std::vector<int64_t> marked;
+      for (const auto& [id, r] : want) {
+        if (r < IdSlotIndex::kEmpty) marked.push_back(id);
+      }
+      index.EraseMany(marked);
+      for (int64_t id : marked) want.erase(id);
     }
   }
   EXPECT_GT(index.size(), kSlots / 2);
+  EXPECT_GT(marks_kept, 1000);
+}
+
+TEST(IdSlotIndexTest, FindOrInsertDoublesPastHalfFullAndKeepsEveryEntry) {
+  IdSlotIndex index(100);  // 512 entries
+  const size_t before = index.bytes();
+  std::vector<int64_t> ids;
+  std::mt19937_64 rng(11);
+  for (int64_t k = 0; k < 20000; ++k) {
+    const auto id = static_cast<int64_t>(rng());
+    ids.push_back(id);
+    ASSERT_EQ(index.FindOrInsert(id, k % 3 == 0 ? -2 - k : k), k % 3 == 0 ? -2 - k : k);
+  }
+  EXPECT_EQ(index.size(), 20000);
+  EXPECT_GE(index.bytes(), before * 64);                            // grew 512 -> 65536 entries
+  EXPECT_LE(index.bytes(), static_cast<size_t>(65536) * 16);        // at most half full, no more
+  for (int64_t k = 0; k < 20000; ++k) {
+    ASSERT_EQ(index.Find(ids[static_cast<size_t>(k)]), k % 3 == 0 ? -2 - k : k);
+  }
 }
 
 TEST(IdSlotIndexTest, StaysAQuarterFull) {
@@ -95,12 +151,13 @@ void ExpectOrdered(std::vector<Candidate> v) {
     return a.key != b.key ? a.key > b.key : PlacementOrder(a.id) < PlacementOrder(b.id);
   });
   // The input's order must not matter: reverse it.
-  std::reverse(v.begin(), v.end());
-  OrderByKeyThenPlacement(v, [](const Candidate& c) { return c.key; }, [](const Candidate& c) { return c.id; });
-  ASSERT_EQ(v.size(), want.size());
+  std::vector<uint32_t> positions(v.size());
+  for (size_t i = 0; i < v.size(); ++i) positions[i] = static_cast<uint32_t>(v.size() - 1 - i);
+  OrderByKeyThenPlacement(positions, [&](uint32_t p) { return v[p].key; }, [&](uint32_t p) { return v[p].id; });
+  ASSERT_EQ(positions.size(), want.size());
   for (size_t i = 0; i < v.size(); ++i) {
-    ASSERT_EQ(v[i].key, want[i].key) << "at " << i;
-    ASSERT_EQ(v[i].id, want[i].id) << "at " << i;
+    ASSERT_EQ(v[positions[i]].key, want[i].key) << "at " << i;
+    ASSERT_EQ(v[positions[i]].id, want[i].id) << "at " << i;
   }
 }
 

@@ -312,6 +312,48 @@ TEST_F(MchIncrementalTest, ARestoredModuleDecidesAsTheOriginal) {
   }
 }
 
+// A bucket keeps a window's candidates in the slot index while its rounds
+// admit most of them, and in an index of their own while its rounds refuse
+// most; the rounds must decide alike either way. Windows alternate between
+// a flood of new ids (more than the slots: most refused) and a stream that
+// repeats itself (most admitted), so the original switches back and forth,
+// while a copy restored from its checkpoint before every step always starts
+// with the candidates apart; every step, and every step's failure and
+// retry, must come out the same in both.
+TEST_F(MchIncrementalTest, CandidatesInTheSlotIndexOrApartDecideAlike) {
+  for (const EvictionMode mode : {EvictionMode::kFast, EvictionMode::kExact})
+  for (const std::string policy : {"lru", "lfu"}) {
+    SCOPED_TRACE(policy + (mode == EvictionMode::kFast ? " fast" : " exact"));
+    auto original = Make(policy, mode, 200, 2, 2);
+    ZipfIds zipf(600, 8);
+    int64_t fresh = int64_t{1} << 40, admissions = 0, refusals = 0;
+    for (int step = 0; step < 80; ++step) {
+      std::vector<int64_t> batch = zipf.Batch(150);
+      if ((step / 8) % 2 == 0) {
+        for (int k = 0; k < 400; ++k) batch.push_back(fresh++);  // a flood: more new ids than slots
+      }
+      std::vector<int64_t> rows, candidates;
+      original.ExportState(&rows, &candidates);
+      auto copy = Make(policy, mode, 200, 2, 2);
+      ASSERT_TRUE(copy.ImportState(rows, candidates, original.iteration(), original.last_round(), original.stats())
+                      .ok());
+      std::vector<int64_t> a(batch.size()), b(batch.size());
+      ASSERT_TRUE(original.Forward(batch, a, true).ok());
+      ASSERT_TRUE(copy.Forward(batch, b, true).ok());
+      ASSERT_EQ(a, b) << "step " << step;
+      ASSERT_EQ(original.TakeEvictedRows(), copy.TakeEvictedRows()) << "step " << step;
+      ASSERT_EQ(StateOf(original), StateOf(copy)) << "step " << step;
+      ASSERT_EQ(original.stats().occupied, copy.stats().occupied) << "step " << step;
+      admissions = original.stats().admissions;
+      refusals = original.stats().refusals;
+    }
+    // Both kinds of window happened: many admitted (lfu: the first
+    // windows, before its holders' counts outgrow the new ids'), many refused.
+    EXPECT_GT(admissions, policy == "lru" ? 1000 : 200);
+    EXPECT_GT(refusals, 3000);
+  }
+}
+
 // A step with a round remaps its ids from what the round did (an evicted
 // holder loses its slot, an admitted candidate takes one) instead of
 // looking them up again: its rows must be the rows a lookup right after it

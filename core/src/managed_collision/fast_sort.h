@@ -9,6 +9,8 @@
 #include <bit>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -48,67 +50,69 @@ It SortUnique(It first, It last, int64_t lo, int64_t range, std::vector<uint64_t
 // leave long runs to the insertion pass.
 inline uint64_t PlacementOrder(int64_t id) { return std::rotr(Fmix64(static_cast<uint64_t>(id)), 32); }
 
-// Reorders `v` by key_of, the highest first, and within a key by
-// PlacementOrder(id_of): an order that depends on the elements alone, not
-// on the order they came in.
+// Reorders `positions` (indices of elements the caller holds, each below
+// 2^32) by key_of(position), the highest first, and within a key by
+// PlacementOrder(id_of(position)): an order that depends on the elements
+// alone, not on the order they came in. Positions, not the elements, move:
+// the round's candidates are read where they are, once, after the order is
+// known (sorting 40-byte records moved ~9x the bytes, and the round is
+// bound by bytes moved).
 //
 // A round's candidates share few keys (lru: one per step of the window,
 // lfu: one per count), so this is three or four radix passes over (key's
 // rank, top 24 bits of PlacementOrder) and an insertion pass for the rare
 // equal prefixes: ~2 ms for 200k where std::sort by (key, id) took 13.
 // With more than 255 distinct keys, std::sort.
-template <typename T, typename KeyOf, typename IdOf>
-void OrderByKeyThenPlacement(std::vector<T>& v, KeyOf key_of, IdOf id_of) {
-  using Key = decltype(key_of(v.front()));
-  auto hash = [&](const T& x) { return PlacementOrder(id_of(x)); };
-  auto before = [&](const T& a, const T& b) {
-    return key_of(a) != key_of(b) ? key_of(a) > key_of(b) : hash(a) < hash(b);
+template <typename KeyOf, typename IdOf>
+void OrderByKeyThenPlacement(std::vector<uint32_t>& positions, KeyOf key_of, IdOf id_of) {
+  using Key = decltype(key_of(positions.front()));
+  auto hash = [&](uint32_t p) { return PlacementOrder(id_of(p)); };
+  auto before = [&](uint32_t a, uint32_t b) {
+    const Key ka = key_of(a), kb = key_of(b);
+    return ka != kb ? ka > kb : hash(a) < hash(b);
   };
-  if (v.size() < 2) return;
+  if (positions.size() < 2) return;
   constexpr size_t kMaxDistinct = 255;
-  // Each element's key's place among the distinct keys; the last one found
-  // is tried first (runs of one key are common).
+  // Each element as one word: its key's rank (8 bits) and PlacementOrder's
+  // top 24 bits, then its position; radix passes over the top half, their
+  // counts taken in one pass. The key's place among the distinct keys: the
+  // last one found is tried first (runs of one key are common); ranks are
+  // filled in once every key is known.
   std::vector<Key> keys;
-  std::vector<uint8_t> place(v.size());
+  // (Not set to zero first: every word of either is written before it is read.)
+  const auto keyed_words = std::make_unique_for_overwrite<uint64_t[]>(positions.size());
+  const auto tmp_words = std::make_unique_for_overwrite<uint64_t[]>(positions.size());
+  std::span<uint64_t> keyed(keyed_words.get(), positions.size()), tmp(tmp_words.get(), positions.size());
   size_t last = 0;
-  for (size_t i = 0; i < v.size(); ++i) {
-    const Key k = key_of(v[i]);
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const uint32_t p = positions[i];
+    const Key k = key_of(p);
     if (last >= keys.size() || !(keys[last] == k)) {
       last = static_cast<size_t>(std::find(keys.begin(), keys.end(), k) - keys.begin());
       if (last == keys.size()) {
         if (keys.size() == kMaxDistinct) {
-          std::sort(v.begin(), v.end(), before);
+          std::sort(positions.begin(), positions.end(), before);
           return;
         }
         keys.push_back(k);
       }
     }
-    place[i] = static_cast<uint8_t>(last);
+    keyed[i] = (static_cast<uint64_t>(last) << 56) | ((hash(p) >> 40) << 32) | p;
   }
   std::vector<uint64_t> rank_of(keys.size());
   {
     std::vector<size_t> by_key(keys.size());
-    for (size_t p = 0; p < keys.size(); ++p) by_key[p] = p;
+    for (size_t k = 0; k < keys.size(); ++k) by_key[k] = k;
     std::sort(by_key.begin(), by_key.end(), [&](size_t a, size_t b) { return keys[a] > keys[b]; });
     for (size_t r = 0; r < keys.size(); ++r) rank_of[by_key[r]] = r;
   }
-  // Each element as one word: its key's rank (8 bits) and PlacementOrder's
-  // top 24 bits, then its position; radix passes over the top half, their
-  // counts taken in one pass. Eight bytes moved per element and pass where
-  // a 16-byte pair took twice the time. Digits of 11 bits (three passes)
-  // for a large round, of 8 (four passes) for a small one, where the
-  // counts of wider digits cost more than the elements (a round every step
-  // of a few thousand ids).
-  if (v.size() >= (size_t{1} << 32)) {
-    std::sort(v.begin(), v.end(), before);
-    return;
+  if (keys.size() > 1) {
+    for (uint64_t& x : keyed) x = (rank_of[x >> 56] << 56) | (x & ((uint64_t{1} << 56) - 1));
   }
-  std::vector<uint64_t> keyed(v.size()), tmp(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const uint64_t order = (rank_of[place[i]] << 24) | (hash(v[i]) >> 40);
-    keyed[i] = (order << 32) | i;
-  }
-  const int bits = v.size() >= 65536 ? 11 : 8;
+  // Digits of 11 bits (three passes) for a large round, of 8 (four passes)
+  // for a small one, where the counts of wider digits cost more than the
+  // elements (a round every step of a few thousand ids).
+  const int bits = positions.size() >= 65536 ? 11 : 8;
   const int passes = (32 + bits - 1) / bits;
   const size_t digits = size_t{1} << bits;
   const uint64_t mask = digits - 1;
@@ -124,13 +128,11 @@ void OrderByKeyThenPlacement(std::vector<T>& v, KeyOf key_of, IdOf id_of) {
     size_t sum = 0;
     for (size_t d = 0; d < digits; ++d) sum += std::exchange(start[d], sum);
     for (uint64_t x : keyed) tmp[start[digit(x)]++] = x;
-    keyed.swap(tmp);
+    std::swap(keyed, tmp);
   }
   // Sorted on the top 32 bits; finish on the whole hash (few equal prefixes).
-  const auto at = [](uint64_t x) { return static_cast<size_t>(x & 0xffffffffu); };
-  auto less = [&](uint64_t a, uint64_t b) {
-    return (a >> 32) != (b >> 32) ? a < b : hash(v[at(a)]) < hash(v[at(b)]);
-  };
+  const auto at = [](uint64_t x) { return static_cast<uint32_t>(x & 0xffffffffu); };
+  auto less = [&](uint64_t a, uint64_t b) { return (a >> 32) != (b >> 32) ? a < b : hash(at(a)) < hash(at(b)); };
   for (size_t i = 1; i < keyed.size(); ++i) {
     if ((keyed[i] >> 32) != (keyed[i - 1] >> 32) || !less(keyed[i], keyed[i - 1])) continue;
     const uint64_t x = keyed[i];
@@ -138,14 +140,7 @@ void OrderByKeyThenPlacement(std::vector<T>& v, KeyOf key_of, IdOf id_of) {
     for (; j > 0 && less(x, keyed[j - 1]); --j) keyed[j] = keyed[j - 1];
     keyed[j] = x;
   }
-  std::vector<T> out;
-  out.reserve(v.size());
-  // A gather in an order unrelated to v's: each element prefetched ahead.
-  for (size_t i = 0; i < keyed.size(); ++i) {
-    if (i + 16 < keyed.size()) __builtin_prefetch(&v[at(keyed[i + 16])]);
-    out.push_back(v[at(keyed[i])]);
-  }
-  v = std::move(out);
+  for (size_t i = 0; i < keyed.size(); ++i) positions[i] = at(keyed[i]);
 }
 
 }  // namespace shardrec::mc

@@ -50,39 +50,46 @@ void MchBucket::Remap(std::span<const int64_t> ids, const int64_t* slots, int64_
   *residual += r;
 }
 
-int64_t MchBucket::CandidateIndex(int64_t id) {
-  const int64_t found = candidate_index_.Find(id);
-  if (found >= 0) return found;
-  if (candidate_index_.size() + 1 > candidate_index_.capacity()) {
-    IdSlotIndex bigger(2 * candidate_index_.capacity(), kCandidateSpread);
-    for (size_t i = 0; i < candidate_ids_.size(); ++i) bigger.Insert(candidate_ids_[i], static_cast<int64_t>(i));
-    candidate_index_ = std::move(bigger);
+void MchBucket::FindAndRecord(std::span<const int64_t> ids, int64_t* slots, int64_t iteration,
+                              int64_t* candidate_of) {
+  if (filed_) {
+    FindAndRecordIn<true>(ids, slots, iteration, candidate_of);
+  } else {
+    FindAndRecordIn<false>(ids, slots, iteration, candidate_of);
   }
-  const auto index = static_cast<int64_t>(candidate_ids_.size());
-  candidate_index_.Insert(id, index);
-  candidate_ids_.push_back(id);
-  candidate_count_.push_back(0);
-  candidate_last_.push_back(0);
-  return index;
 }
 
-void MchBucket::Record(std::span<const int64_t> ids, const int64_t* slots, int64_t iteration,
-                       int64_t* candidate_of) {
-  // Each id's line (its slot's, or its home in the candidate index) is
-  // prefetched kAhead ids early: both are read at random. (Looking the ids
-  // up in this same pass, two stages deep, was 4% faster on bench mc
-  // --stream but 20% slower on hits.)
-  constexpr size_t kAhead = 16;
+template <bool kFiled>
+void MchBucket::FindAndRecordIn(std::span<const int64_t> ids, int64_t* slots, int64_t iteration,
+                                int64_t* candidate_of) {
+  // One pass, two stages: each id's home in the slot index is prefetched
+  // kIndexAhead ids early and looked up kLineAhead ids early, which
+  // prefetches the line the id is then counted into: a holder's slot, or a
+  // candidate's home in the candidates' own index. When candidates are
+  // filed in the slot index (kFiled), a new id is filed at the lookup, in
+  // the line just read, and its record is the only other line. (Separate
+  // passes for the lookup and the count read each id's index line, then
+  // missed the second line unprefetched by the lookup.)
+  constexpr size_t kIndexAhead = 48, kLineAhead = 24;
   const size_t n = ids.size();
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) {
-      const int64_t ahead = slots[i + kAhead];
-      if (ahead >= 0) {
-        __builtin_prefetch(&slot_[static_cast<size_t>(ahead)], 1);
-      } else {
-        candidate_index_.Prefetch(ids[i + kAhead]);
-      }
+  auto look_up = [&](size_t k) __attribute__((always_inline)) {
+    int64_t row;
+    if constexpr (kFiled) {
+      const int64_t mark = CandidateMark(static_cast<int64_t>(candidates_.size()));
+      row = index_.FindOrInsert(ids[k], mark);
+      if (row == mark) AddCandidate(ids[k]);
+    } else {
+      row = index_.Find(ids[k]);
+      if (row < 0) candidate_index_.Prefetch(ids[k]);
     }
+    if (row >= 0) __builtin_prefetch(&slot_[static_cast<size_t>(row)], 1);
+    slots[k] = row;
+  };
+  for (size_t k = 0; k < std::min(n, kIndexAhead); ++k) index_.Prefetch(ids[k]);
+  for (size_t k = 0; k < std::min(n, kLineAhead); ++k) look_up(k);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kIndexAhead < n) index_.Prefetch(ids[i + kIndexAhead]);
+    if (i + kLineAhead < n) look_up(i + kLineAhead);
     const int64_t s = slots[i];
     if (s >= 0) {
       SlotState& slot = slot_[static_cast<size_t>(s)];
@@ -92,16 +99,26 @@ void MchBucket::Record(std::span<const int64_t> ids, const int64_t* slots, int64
       if (slot.window_count++ == 0) touched_.push_back(s);
       slot.window_last = iteration;
       candidate_of[i] = -1;
-    } else {
-      const int64_t c = CandidateIndex(ids[i]);
-      candidate_of[i] = c;
-      const auto u = static_cast<size_t>(c);
-      if (undo_.active && u < undo_.candidates_mark && candidate_last_[u] != iteration) {
-        Log(undo_.candidate_log, c, candidate_count_[u], candidate_last_[u]);
-      }
-      ++candidate_count_[u];
-      candidate_last_[u] = iteration;
+      continue;
     }
+    int64_t mark = s;
+    if constexpr (!kFiled) {
+      const int64_t next = CandidateMark(static_cast<int64_t>(candidates_.size()));
+      mark = candidate_index_.FindOrInsert(ids[i], next);
+      if (mark == next) AddCandidate(ids[i]);
+    }
+    const int64_t c = CandidateOfMark(mark);
+    slots[i] = -1;
+    candidate_of[i] = c;
+    const auto u = static_cast<size_t>(c);
+    Candidate& cand = candidates_[u];
+    // A candidate filed this step is erased by the undo; an older one is
+    // logged at its first id of the step.
+    if (undo_.active && u < undo_.candidates_mark && cand.last != iteration) {
+      Log(undo_.candidate_log, c, cand.count, cand.last);
+    }
+    ++cand.count;
+    cand.last = iteration;
   }
 }
 
@@ -130,7 +147,7 @@ void MchBucket::RefreshSlots(std::span<const int64_t> ids, int64_t* slots, const
 void MchBucket::MarkWindow() {
   undo_.active = true;
   undo_.touched_mark = touched_.size();
-  undo_.candidates_mark = candidate_ids_.size();
+  undo_.candidates_mark = candidates_.size();
   undo_.slot_log.clear();
   undo_.candidate_log.clear();
 }
@@ -145,13 +162,12 @@ void MchBucket::RollbackWindow() {
   touched_.resize(undo_.touched_mark);
   for (size_t k = undo_.candidate_log.size(); k >= 3; k -= 3) {
     const auto c = static_cast<size_t>(undo_.candidate_log[k - 3]);
-    candidate_count_[c] = undo_.candidate_log[k - 2];
-    candidate_last_[c] = undo_.candidate_log[k - 1];
+    candidates_[c].count = undo_.candidate_log[k - 2];
+    candidates_[c].last = undo_.candidate_log[k - 1];
   }
-  for (size_t c = undo_.candidates_mark; c < candidate_ids_.size(); ++c) candidate_index_.Erase(candidate_ids_[c]);
-  candidate_ids_.resize(undo_.candidates_mark);
-  candidate_count_.resize(undo_.candidates_mark);
-  candidate_last_.resize(undo_.candidates_mark);
+  IdSlotIndex& filed_in = filed_ ? index_ : candidate_index_;
+  for (size_t c = undo_.candidates_mark; c < candidates_.size(); ++c) filed_in.Erase(candidates_[c].id);
+  candidates_.resize(undo_.candidates_mark);
   undo_.active = false;
 }
 
@@ -168,13 +184,13 @@ Status CheckScores(const EvictionPolicy& policy, std::span<const double> scores)
 // The threshold filter runs over every id of the window, slot holders
 // included (TorchRec filters its unique history before the update).
 double MchBucket::Threshold(const ManagedCollisionConfig& config) const {
-  const size_t num_candidates = candidate_ids_.size();
+  const size_t num_candidates = candidates_.size();
   if (config.threshold == ThresholdFilter::kNone || touched_.size() + num_candidates == 0) {
     return -std::numeric_limits<double>::infinity();
   }
   double total = 0;
   for (int64_t s : touched_) total += static_cast<double>(slot_[static_cast<size_t>(s)].window_count);
-  for (int64_t c : candidate_count_) total += static_cast<double>(c);
+  for (const Candidate& c : candidates_) total += static_cast<double>(c.count);
   const double mean = total / static_cast<double>(touched_.size() + num_candidates);
   return config.threshold == ThresholdFilter::kAverage ? mean : mean * config.threshold_skew_multiplier;
 }
@@ -182,7 +198,7 @@ double MchBucket::Threshold(const ManagedCollisionConfig& config) const {
 StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const ManagedCollisionConfig& config,
                                          int64_t now) const {
   RoundPlan plan;
-  const size_t num_candidates = candidate_ids_.size();
+  const size_t num_candidates = candidates_.size();
   plan.candidates = static_cast<int64_t>(num_candidates);
   const double threshold = Threshold(config);
 
@@ -221,11 +237,11 @@ StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const Man
   // Candidates that pass the filter, by window count (desc) then id.
   std::vector<int64_t> passing;
   for (size_t c = 0; c < num_candidates; ++c) {
-    if (static_cast<double>(candidate_count_[c]) > threshold) passing.push_back(static_cast<int64_t>(c));
+    if (static_cast<double>(candidates_[c].count) > threshold) passing.push_back(static_cast<int64_t>(c));
   }
   std::sort(passing.begin(), passing.end(), [&](int64_t a, int64_t b) {
-    const int64_t ca = candidate_count_[static_cast<size_t>(a)], cb = candidate_count_[static_cast<size_t>(b)];
-    return ca != cb ? ca > cb : candidate_ids_[static_cast<size_t>(a)] < candidate_ids_[static_cast<size_t>(b)];
+    const Candidate &x = candidates_[static_cast<size_t>(a)], &y = candidates_[static_cast<size_t>(b)];
+    return x.count != y.count ? x.count > y.count : x.id < y.id;
   });
   if (passing.empty() && metadata_columns_ == 0) return plan;  // nothing can change hands
 
@@ -243,9 +259,9 @@ StatusOr<RoundPlan> MchBucket::PlanRound(const EvictionPolicy& policy, const Man
   }
   for (size_t k = 0; k < passing.size(); ++k) {
     const auto c = static_cast<size_t>(passing[k]);
-    counts[residents + k] = candidate_count_[c];
-    lasts[residents + k] = candidate_last_[c];
-    windows[residents + k] = candidate_count_[c];
+    counts[residents + k] = candidates_[c].count;
+    lasts[residents + k] = candidates_[c].last;
+    windows[residents + k] = candidates_[c].count;
   }
   std::vector<double> scores(n, 0.0);
   const auto n64 = static_cast<int64_t>(n);
@@ -332,13 +348,30 @@ void MchBucket::ApplyUpdates(const RoundPlan& plan) {
   }
 }
 
-void MchBucket::ClearWindow() {
+void MchBucket::ClearWindow(const RoundPlan& plan) {
   for (int64_t s : touched_) slot_[static_cast<size_t>(s)].window_count = 0;
   touched_.clear();
-  candidate_ids_.clear();
-  candidate_count_.clear();
-  candidate_last_.clear();
-  candidate_index_.Clear();
+  const size_t n = candidates_.size(), refused = n - plan.replacements.size();
+  if (!filed_) {
+    candidate_index_.Clear();
+  } else if (refused * 32 > index_.entries()) {
+    index_.EraseMarks();  // most new ids refused: one pass over the index
+  } else if (refused > 0) {  // (lru on a stream admits every candidate)
+    admitted_bits_.assign((n + 63) / 64, 0);
+    for (const auto& [slot, c] : plan.replacements) admitted_bits_[static_cast<size_t>(c) / 64] |= uint64_t{1} << (c % 64);
+    refused_ids_.clear();
+    for (size_t c = 0; c < n; ++c) {
+      if (!((admitted_bits_[c / 64] >> (c % 64)) & 1)) refused_ids_.push_back(candidates_[c].id);
+    }
+    index_.EraseMany(refused_ids_);
+  }
+  // Where the next window files its candidates: in the slot index while
+  // rounds admit most of them (each then saves a random line), apart while
+  // they refuse most (each refused mark would cost an erase from the slot
+  // index, where the candidates' own index is cleared at once). Either way
+  // the round decides the same.
+  if (n > 0) filed_ = 2 * plan.replacements.size() >= n;
+  candidates_.clear();
 }
 
 int64_t MchBucket::Commit(RoundPlan& plan, std::vector<int64_t>& evicted_rows) {
@@ -364,11 +397,15 @@ int64_t MchBucket::Commit(RoundPlan& plan, std::vector<int64_t>& evicted_rows) {
       evicted_rows.push_back(first_row_ + slot);
       ++evictions;
     }
-    slot_[s].id = candidate_ids_[c];
+    slot_[s].id = candidates_[c].id;
     slot_[s].occupied = true;
-    index_.Insert(slot_[s].id, slot);
-    slot_[s].count = candidate_count_[c];
-    slot_[s].last = candidate_last_[c];
+    if (filed_) {
+      index_.Assign(slot_[s].id, slot);  // its entry held the candidate's mark
+    } else {
+      index_.Insert(slot_[s].id, slot);
+    }
+    slot_[s].count = candidates_[c].count;
+    slot_[s].last = candidates_[c].last;
     std::copy_n(plan.candidate_metadata.begin() + static_cast<std::ptrdiff_t>(k * cols), cols,
                 metadata_.begin() + static_cast<std::ptrdiff_t>(s * cols));
     changed[s] = 1;
@@ -387,17 +424,15 @@ int64_t MchBucket::Commit(RoundPlan& plan, std::vector<int64_t>& evicted_rows) {
     auto out = std::merge(kept.begin(), kept.end(), fresh.begin(), fresh.end(), order_.begin(), by_id);
     std::copy(empty.begin(), empty.end(), out);
   }
-  ClearWindow();
+  ClearWindow(plan);
   return evictions;
 }
 
 int64_t MchBucket::Bytes() const {
   auto vec = [](const auto& v) { return static_cast<int64_t>(v.capacity() * sizeof(v[0])); };
   return vec(slot_) + vec(metadata_) + vec(order_) + static_cast<int64_t>(index_.bytes()) + vec(touched_) +
-         vec(candidate_ids_) + vec(candidate_count_) + vec(candidate_last_) +
-         static_cast<int64_t>(candidate_index_.bytes()) + vec(free_) + vec(sort_bits_) + vec(slot_of_candidate_) +
-         vec(replaced_bits_) +
-         FiledBytes();
+         vec(candidates_) + static_cast<int64_t>(candidate_index_.bytes()) + vec(free_) + vec(sort_bits_) +
+         vec(slot_of_candidate_) + vec(replaced_bits_) + vec(admitted_bits_) + vec(refused_ids_) + FiledBytes();
 }
 
 }  // namespace shardrec::mc

@@ -75,17 +75,19 @@ class MchBucket {
   int64_t SlotRow(int64_t slot) const { return first_row_ + slot; }
   int64_t MissRow(int64_t id) const;
 
-  // Counts the ids (with their slots from FindSlots) into the window;
-  // candidate_of[i]: the window's candidate that ids[i] counted toward, -1
-  // for an id with a slot (for RefreshSlots).
-  void Record(std::span<const int64_t> ids, const int64_t* slots, int64_t iteration, int64_t* candidate_of);
-  // After Commit of the round that Record's window ended in: each id's slot
+  // A training step's lookup: slots[i] as FindSlots gives it, and each id
+  // counted into the window; an id without a slot becomes (or stays) one
+  // of the window's candidates (filed where index_ says). candidate_of[i]:
+  // the candidate ids[i] counted toward, -1 for an id with a slot (for
+  // RefreshSlots).
+  void FindAndRecord(std::span<const int64_t> ids, int64_t* slots, int64_t iteration, int64_t* candidate_of);
+  // After Commit of the round that FindAndRecord's window ended in: each id's slot
   // now, from what the round did (an evicted holder lost its slot, an
   // admitted candidate has the one it took), without looking the ids up
   // again. Same result as FindSlots.
   void RefreshSlots(std::span<const int64_t> ids, int64_t* slots, const int64_t* candidate_of,
                     const RoundPlan& plan);
-  // Undo of every Record since MarkWindow (a failed step).
+  // Undo of every FindAndRecord since MarkWindow (a failed step).
   void MarkWindow();
   void RollbackWindow();
 
@@ -111,7 +113,7 @@ class MchBucket {
   void ApplyState(const int64_t* rows, std::span<const int64_t> candidates);
 
   int64_t capacity() const { return slots_ - 1; }
-  int64_t occupied() const { return index_.size(); }
+  int64_t occupied() const { return index_.size() - (filed_ ? static_cast<int64_t>(candidates_.size()) : 0); }
   int64_t first_row() const { return first_row_; }
   int64_t slots() const { return slots_; }
   bool Occupied(int64_t slot) const { return slot_[static_cast<size_t>(slot)].occupied != 0; }
@@ -132,16 +134,35 @@ class MchBucket {
     log.push_back(b);
     log.push_back(c);
   }
-  int64_t CandidateIndex(int64_t id);
+  template <bool kFiled>
+  void FindAndRecordIn(std::span<const int64_t> ids, int64_t* slots, int64_t iteration, int64_t* candidate_of);
+  // A candidate's mark in the index that holds it, and back.
+  static int64_t CandidateMark(int64_t c) { return -2 - c; }
+  static int64_t CandidateOfMark(int64_t row) { return -2 - row; }
+  // Files a new candidate (its mark is already in the index).
+  void AddCandidate(int64_t id) { candidates_.push_back({id, 0, 0, 0.0}); }
   double Threshold(const ManagedCollisionConfig& config) const;
   bool Updated(size_t slot, double threshold) const {
     return slot_[slot].window_count > 0 && static_cast<double>(slot_[slot].window_count) > threshold;
   }
   void ApplyUpdates(const RoundPlan& plan);
-  void ClearWindow();
+  // Ends the window: the holders' window counts, and the candidates (those
+  // filed in the slot index leave it unless the plan admitted them: their
+  // entries hold slots now); then chooses where the next window files its
+  // candidates.
+  void ClearWindow(const RoundPlan& plan);
   // The incremental round (mch_bucket_fast.cc).
   StatusOr<RoundPlan> PlanIncrementalRound(const EvictionPolicy& policy, double threshold, RoundPlan plan) const;
   int64_t CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evicted_rows);
+  // Keeps the best `bound` (< order.size()) of the candidates `order` lists.
+  void KeepBestCandidates(std::vector<uint32_t>& order, size_t bound) const;
+  // Whether candidate a goes before b in the exact round's order: the
+  // higher key, then the higher window count, then the lower id.
+  bool Better(uint32_t a, uint32_t b) const {
+    const Candidate &x = candidates_[a], &y = candidates_[b];
+    if (x.key != y.key) return x.key > y.key;
+    return x.count != y.count ? x.count > y.count : x.id < y.id;
+  }
   void RebuildFreeSlots();
   int64_t FiledBytes() const;
 
@@ -163,13 +184,28 @@ class MchBucket {
   // ones by slot (the policy's tie order). The default slot is not in it.
   // The exact round's; empty with the incremental round.
   std::vector<int64_t> order_;
+  // Every holder's id -> its slot. While rounds admit most candidates
+  // (filed_), every candidate's id -> its mark (CandidateMark) too: a new
+  // id's miss files it at once, in the line the lookup just read, where the
+  // candidates' own index costs a random line per new id; an admission then
+  // rewrites the entry, the round erases the others. While rounds refuse
+  // most, the candidates' own index holds them (kCandidateSpread: at most
+  // half full), cleared at once at the round's end.
   IdSlotIndex index_;
+  static constexpr int64_t kCandidateSpread = 2;
+  IdSlotIndex candidate_index_;
+  bool filed_ = true;
   // The window: the slots touched (their counts are in slot_), and the
   // candidates (ids without a slot) with theirs.
   std::vector<int64_t> touched_;
-  std::vector<int64_t> candidate_ids_, candidate_count_, candidate_last_;
-  static constexpr int64_t kCandidateSpread = 2;  // the candidates' index: at most half full
-  IdSlotIndex candidate_index_;
+  // A candidate's record: its id, window count and last access, one line
+  // at most for the step that counts it; the incremental commit writes its
+  // key here, so ordering and gathering the candidates read one line each.
+  struct Candidate {
+    int64_t id = 0, count = 0, last = 0;
+    double key = 0;
+  };
+  std::vector<Candidate, HugePageAllocator<Candidate>> candidates_;
   WindowUndo undo_;
 
   // The incremental round (mch_bucket_fast.cc): each holder's key (its
@@ -205,6 +241,8 @@ class MchBucket {
   std::vector<uint64_t> sort_bits_;  // SortUnique's scratch
   std::vector<int64_t> slot_of_candidate_;  // RefreshSlots' scratch
   std::vector<uint64_t> replaced_bits_;     // RefreshSlots' scratch, all zero between calls
+  std::vector<uint64_t> admitted_bits_;     // ClearWindow's scratch
+  std::vector<int64_t> refused_ids_;        // ClearWindow's scratch
 };
 
 }  // namespace shardrec::mc

@@ -135,18 +135,24 @@ void MchBucket::RebuildFreeSlots() {
 
 StatusOr<RoundPlan> MchBucket::PlanIncrementalRound(const EvictionPolicy& policy, double threshold,
                                                     RoundPlan plan) const {
-  if (threshold == -std::numeric_limits<double>::infinity()) {  // no filter: every candidate passes
-    plan.passing.resize(candidate_ids_.size());
+  const bool all_pass = threshold == -std::numeric_limits<double>::infinity();  // no filter
+  if (all_pass) {
+    plan.passing.resize(candidates_.size());
     std::iota(plan.passing.begin(), plan.passing.end(), int64_t{0});
   } else {
-    for (size_t c = 0; c < candidate_ids_.size(); ++c) {
-      if (static_cast<double>(candidate_count_[c]) > threshold) plan.passing.push_back(static_cast<int64_t>(c));
+    for (size_t c = 0; c < candidates_.size(); ++c) {
+      if (static_cast<double>(candidates_[c].count) > threshold) plan.passing.push_back(static_cast<int64_t>(c));
     }
   }
-  // The entries to score: the holders whose count or last access changed
-  // (every holder, after a restore), then the passing candidates.
-  std::vector<int64_t> counts, lasts, windows;
+  // Two calls: the holders whose count or last access changed (every
+  // holder, after a restore), scored in the arrays the plan's pass made,
+  // then the passing candidates. (One call over both copied ~250,000
+  // entries into three new arrays a round on bench mc --stream.) The
+  // incremental promise makes a score depend on its entry alone.
   plan.rebuild_keys = !keys_ready_;
+  std::vector<int64_t> counts, lasts, windows;  // the holders' when rebuilt, then the candidates'
+  std::span<const int64_t> res_counts = plan.updated_count, res_lasts = plan.updated_last,
+                           res_windows = plan.updated_window;
   if (plan.rebuild_keys) {
     for (int64_t s = 0; s + 1 < slots_; ++s) {
       const auto u = static_cast<size_t>(s);
@@ -158,40 +164,100 @@ StatusOr<RoundPlan> MchBucket::PlanIncrementalRound(const EvictionPolicy& policy
       lasts.push_back(seen ? slot.window_last : slot.last);
       windows.push_back(slot.window_count);
     }
+    res_counts = counts, res_lasts = lasts, res_windows = windows;
   } else {
     plan.key_slots = plan.updated_slots;
-    const size_t n = plan.updated_slots.size() + plan.passing.size();
-    counts.reserve(n);
-    lasts.reserve(n);
-    counts.assign(plan.updated_count.begin(), plan.updated_count.end());
-    lasts.assign(plan.updated_last.begin(), plan.updated_last.end());
-    windows = std::move(plan.updated_window);  // only scored here
-    windows.reserve(n);
   }
-  for (int64_t c : plan.passing) {
-    const auto u = static_cast<size_t>(c);
-    counts.push_back(candidate_count_[u]);
-    lasts.push_back(candidate_last_[u]);
-    windows.push_back(candidate_count_[u]);
+  plan.slot_keys.assign(plan.key_slots.size(), 0.0);
+  if (!plan.slot_keys.empty()) {
+    if (Status st = policy.ScoreEntries(kKeyTime, plan.slot_keys.size(), res_counts, res_lasts, res_windows, {}, 0,
+                                        plan.slot_keys);
+        !st.ok()) {
+      return st;
+    }
+    if (Status st = CheckScores(policy, plan.slot_keys); !st.ok()) return st;
   }
-  const size_t residents = plan.key_slots.size(), n = counts.size();
-  if (n == 0) return plan;
-  std::vector<double> scores(n, 0.0);
-  if (Status st = policy.ScoreEntries(kKeyTime, residents, counts, lasts, windows, {}, 0, scores); !st.ok()) return st;
-  if (Status st = CheckScores(policy, scores); !st.ok()) return st;
   if (!plan.rebuild_keys) {
-    for (size_t k = 0; k < residents; ++k) {
-      if (scores[k] < plan.updated_key[k]) {
+    for (size_t k = 0; k < plan.slot_keys.size(); ++k) {
+      if (plan.slot_keys[k] < plan.updated_key[k]) {
         return Status(SR_INTERNAL, policy.Describe() + " declares incremental, but an access lowered the score of "
                                    "slot " + std::to_string(plan.key_slots[k]) + " from " +
-                                   std::to_string(plan.updated_key[k]) + " to " + std::to_string(scores[k]) +
+                                   std::to_string(plan.updated_key[k]) + " to " + std::to_string(plan.slot_keys[k]) +
                                    " (use eviction_mode=exact with this policy)");
       }
     }
   }
-  plan.slot_keys.assign(scores.begin(), scores.begin() + static_cast<std::ptrdiff_t>(residents));
-  plan.passing_keys.assign(scores.begin() + static_cast<std::ptrdiff_t>(residents), scores.end());
+  plan.updated_window.clear();  // only scored
+  plan.passing_keys.assign(plan.passing.size(), 0.0);
+  if (plan.passing.empty()) return plan;
+  // The candidates' counts and last accesses, side by side as the ABI wants them.
+  counts.resize(plan.passing.size());
+  lasts.resize(plan.passing.size());
+  for (size_t i = 0; i < plan.passing.size(); ++i) {
+    const Candidate& cand = candidates_[static_cast<size_t>(plan.passing[i])];
+    counts[i] = cand.count;
+    lasts[i] = cand.last;
+  }
+  // A candidate's window count is its count.
+  if (Status st = policy.ScoreEntries(kKeyTime, 0, counts, lasts, counts, {}, 0, plan.passing_keys);
+      !st.ok()) {
+    return st;
+  }
+  if (Status st = CheckScores(policy, plan.passing_keys); !st.ok()) return st;
   return plan;
+}
+
+void MchBucket::KeepBestCandidates(std::vector<uint32_t>& order, size_t bound) const {
+  // By the tie order: key, then window count (descending), then the lower
+  // id. The keys are few (lru: a step's, lfu: a count's), so the key that
+  // straddles the bound is found from a count per key, and only its group
+  // is ordered by the rest of the tie order, as compact records: an
+  // nth_element over all of them, comparing records read at random, took
+  // 40% of bench mc's round alone (2M candidates, 123k admitted).
+  auto better = [&](uint32_t a, uint32_t b) { return Better(a, b); };
+  constexpr size_t kMaxDistinct = 255;
+  std::vector<std::pair<double, size_t>> keys;  // (key, candidates under it)
+  size_t last = 0;
+  for (uint32_t c : order) {
+    const double key = candidates_[c].key;
+    if (last >= keys.size() || keys[last].first != key) {
+      last = static_cast<size_t>(std::find_if(keys.begin(), keys.end(), [&](const auto& k) { return k.first == key; }) -
+                                 keys.begin());
+      if (last == keys.size()) {
+        if (keys.size() == kMaxDistinct) {
+          std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(bound), order.end(), better);
+          order.resize(bound);
+          return;
+        }
+        keys.emplace_back(key, 0);
+      }
+    }
+    ++keys[last].second;
+  }
+  std::sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  size_t above = 0, k = 0;
+  while (above + keys[k].second < bound) above += keys[k++].second;  // bound < order.size(): k stays in range
+  const double straddling = keys[k].first;
+  struct Tie {
+    int64_t count, id;
+    uint32_t c;
+  };
+  std::vector<Tie> tie;
+  tie.reserve(keys[k].second);
+  size_t kept = 0;
+  for (uint32_t c : order) {
+    const Candidate& cand = candidates_[c];
+    if (cand.key > straddling) {
+      order[kept++] = c;
+    } else if (cand.key == straddling) {
+      tie.push_back({cand.count, cand.id, c});
+    }
+  }
+  const size_t need = bound - above;
+  std::nth_element(tie.begin(), tie.begin() + static_cast<std::ptrdiff_t>(need), tie.end(),
+                   [](const Tie& a, const Tie& b) { return a.count != b.count ? a.count > b.count : a.id < b.id; });
+  for (size_t j = 0; j < need; ++j) order[kept++] = tie[j].c;
+  order.resize(kept);
 }
 
 int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evicted_rows) {
@@ -231,55 +297,40 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
   // in follows the exact round's order: key, then window count (descending),
   // then the lower id. Which slot each takes depends on the candidates
   // alone, not on the order they came in, so a sharded table decides as an
-  // unsharded one.
-  struct Ranked {
-    double key;
-    int64_t count, id, candidate, last;
-  };
-  // Filled field by field in place: a push_back of the struct built on the
-  // stack read it back across two stores, a store-forwarding stall each
-  // (a tenth of this function on bench mc --stream).
-  std::vector<Ranked> best(plan.passing.size());
-  size_t ranked = 0;
+  // unsharded one. Each passing candidate's key goes into its record, so
+  // the walk below reads one line per candidate; the order moves their
+  // indices only (a window holds fewer than 2^32 candidates: 128 GiB of
+  // records and index before that).
+  std::vector<uint32_t> order;
+  order.reserve(plan.passing.size());
+  double top = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < plan.passing.size(); ++i) {
-    if (plan.passing_keys[i] == -std::numeric_limits<double>::infinity()) continue;
-    const auto c = static_cast<size_t>(plan.passing[i]);
-    Ranked& r = best[ranked++];
-    r.key = plan.passing_keys[i];
-    r.count = candidate_count_[c];
-    r.id = candidate_ids_[c];
-    r.candidate = plan.passing[i];
-    r.last = candidate_last_[c];
+    const double key = plan.passing_keys[i];
+    if (key == -std::numeric_limits<double>::infinity()) continue;
+    const auto c = static_cast<uint32_t>(plan.passing[i]);
+    candidates_[c].key = key;
+    top = std::max(top, key);
+    order.push_back(c);
   }
-  best.resize(ranked);
-  auto better = [](const Ranked& a, const Ranked& b) {
-    if (a.key != b.key) return a.key > b.key;
-    return a.count != b.count ? a.count > b.count : a.id < b.id;
-  };
   // At most `bound` candidates can get a slot: the empty slots, and the
   // holders filed under a key below the best candidate's (a holder filed
   // there may have risen since, so this is a bound). A round that admits a
   // few of many candidates (lru with most holders seen in the window)
   // orders only the best `bound` of them.
-  if (!best.empty()) {
-    const double top = std::max_element(best.begin(), best.end(), [](const Ranked& a, const Ranked& b) {
-                         return a.key < b.key;
-                       })->key;
+  if (!order.empty()) {
     size_t bound = free_.size();
     for (const auto& [key, file] : by_key_) {
-      if (!(key < top) || bound >= best.size()) break;
+      if (!(key < top) || bound >= order.size()) break;
       bound += file.slots.size() - file.head;
     }
-    if (bound < best.size()) {
-      std::nth_element(best.begin(), best.begin() + static_cast<std::ptrdiff_t>(bound), best.end(), better);
-      best.resize(bound);
-    }
+    if (bound < order.size()) KeepBestCandidates(order, bound);
   }
   // Grouped by key, best first, each group in an order of the ids alone
   // (PlacementOrder, fast_sort.h; ~2 ms for 200k candidates where std::sort
-  // by the tie order took 13). The tie order matters only in a group that does not all
-  // fit, which is ordered on its own below.
-  OrderByKeyThenPlacement(best, [](const Ranked& r) { return r.key; }, [](const Ranked& r) { return r.id; });
+  // by the tie order took 13). The tie order matters only in a group that
+  // does not all fit, which is ordered on its own below.
+  OrderByKeyThenPlacement(order, [&](uint32_t c) { return candidates_[c].key; },
+                          [&](uint32_t c) { return candidates_[c].id; });
   // 1. Each admitted candidate's slot: an empty one, or the lowest holder's
   // (the files' walk reads keys, prefetched in file order).
   int64_t evictions = 0;
@@ -329,78 +380,93 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
   KeyBucket* filed = nullptr;
   double filed_key = 0;
   std::vector<int64_t> gone, new_ids, new_slots;
-  gone.reserve(best.size());
-  new_ids.reserve(best.size());
-  new_slots.reserve(best.size());
-  plan.replacements.reserve(best.size());
-  auto admit = [&](int64_t slot, const Ranked& r) {
+  gone.reserve(order.size());
+  new_ids.reserve(order.size());
+  new_slots.reserve(order.size());
+  plan.replacements.reserve(order.size());
+  auto admit = [&](int64_t slot, uint32_t c, const Candidate& cand) {
     SlotState& state = slot_[static_cast<size_t>(slot)];
     if (state.occupied) {
       gone.push_back(state.id);
       evicted_rows.push_back(first_row_ + slot);
     }
-    state.id = r.id;
+    state.id = cand.id;
     state.occupied = true;
-    state.count = r.count;
-    state.last = r.last;
-    state.key = r.key;
-    plan.replacements.emplace_back(slot, r.candidate);
-    new_ids.push_back(r.id);
+    state.count = cand.count;
+    state.last = cand.last;
+    state.key = cand.key;
+    plan.replacements.emplace_back(slot, static_cast<int64_t>(c));
+    new_ids.push_back(cand.id);
     new_slots.push_back(slot);
-    if (filed == nullptr || r.key != filed_key) filed = &FileOf(r.key), filed_key = r.key;  // lru: a few keys a round
+    if (filed == nullptr || cand.key != filed_key) filed = &FileOf(cand.key), filed_key = cand.key;  // lru: a few keys a round
     filed->Add(slot);
   };
-  // A group (one key) takes slots until it is placed or none is left below
-  // its key; then no lower group can get one either. Its k-th slot goes to
-  // its k-th candidate; when only some fit (the last group), they are
-  // rewritten below with the best of the group by the tie order.
-  for (size_t g = 0; g < best.size();) {
-    const double key = best[g].key;
-    size_t end = g + 1;
-    while (end < best.size() && best[end].key == key) ++end;
-    const size_t placed_before = new_slots.size();
-    size_t got = 0;
-    while (got < end - g) {
-      int64_t slot = -1;
-      if (!free_.empty()) {
-        if (free_.size() > kAhead) {
-          __builtin_prefetch(&slot_[static_cast<size_t>(free_[free_.size() - 1 - kAhead])], 1);
-        }
-        slot = free_.back();
-        free_.pop_back();
-      } else {
-        slot = lowest_below(key);
-        if (slot < 0) break;
-        ++evictions;
-      }
-      admit(slot, best[g + got]);
-      ++got;
-    }
-    if (got == end - g) {
-      g = end;
-      continue;
-    }
-    // The best `got` of the group by the tie order, in the group's order again.
-    const auto first = best.begin() + static_cast<std::ptrdiff_t>(g);
-    const auto admitted = first + static_cast<std::ptrdiff_t>(got);
-    std::nth_element(first, admitted, best.begin() + static_cast<std::ptrdiff_t>(end), better);
-    std::sort(first, admitted,
-              [](const Ranked& a, const Ranked& b) { return PlacementOrder(a.id) < PlacementOrder(b.id); });
-    for (size_t k = 0; k < got; ++k) {
-      const size_t at = placed_before + k;
-      const Ranked& r = best[g + k];
-      SlotState& state = slot_[static_cast<size_t>(new_slots[at])];
-      state.id = r.id;
-      state.count = r.count;
-      state.last = r.last;
-      new_ids[at] = r.id;
-      plan.replacements[at].second = r.candidate;
-    }
-    break;
+  // The records in that order, gathered in a pass of their own: read at
+  // random in the walk instead, each cost ~18 ns more on bench mc --stream
+  // (the walk's own random reads, the holders' lines, leave them less room
+  // in flight).
+  std::vector<Candidate> ordered;
+  ordered.reserve(order.size());  // (sized, it was set to zero first: a tenth of the gather)
+  for (size_t j = 0; j < order.size(); ++j) {
+    if (j + kAhead < order.size()) __builtin_prefetch(&candidates_[order[j + kAhead]]);
+    ordered.push_back(candidates_[order[j]]);
   }
-  // 3. The evicted ids leave the index and the newcomers enter it.
-  index_.ReplaceMany(gone, new_ids, new_slots.data());
-  ClearWindow();
+  // Candidates in order, a key's group after another: each takes a slot
+  // until none is left below its key; then no lower group can get one
+  // either. A group's k-th slot goes to its k-th candidate; when only some
+  // of a group fit, they are rewritten below with the best of the group by
+  // the tie order.
+  size_t k = 0, group = 0, placed_before = 0;
+  for (; k < order.size(); ++k) {
+    const double key = ordered[k].key;
+    if (k == 0 || key != ordered[group].key) group = k, placed_before = new_slots.size();
+    int64_t slot = -1;
+    if (!free_.empty()) {
+      if (free_.size() > kAhead) __builtin_prefetch(&slot_[static_cast<size_t>(free_[free_.size() - 1 - kAhead])], 1);
+      slot = free_.back();
+      free_.pop_back();
+    } else {
+      slot = lowest_below(key);
+      if (slot < 0) break;
+      ++evictions;
+    }
+    admit(slot, order[k], ordered[k]);
+  }
+  if (k < order.size() && k > group) {
+    // The group [group, end) got k - group slots: the best of it by the tie
+    // order take them, in the group's order again.
+    const double key = candidates_[order[group]].key;
+    size_t end = k;
+    while (end < order.size() && candidates_[order[end]].key == key) ++end;
+    const auto first = order.begin() + static_cast<std::ptrdiff_t>(group);
+    const auto admitted = order.begin() + static_cast<std::ptrdiff_t>(k);
+    std::nth_element(first, admitted, order.begin() + static_cast<std::ptrdiff_t>(end),
+                     [&](uint32_t a, uint32_t b) { return Better(a, b); });
+    std::sort(first, admitted, [&](uint32_t a, uint32_t b) {
+      return PlacementOrder(candidates_[a].id) < PlacementOrder(candidates_[b].id);
+    });
+    for (size_t j = 0; j < k - group; ++j) {
+      const size_t at = placed_before + j;
+      const uint32_t c = order[group + j];
+      const Candidate& cand = candidates_[c];
+      SlotState& state = slot_[static_cast<size_t>(new_slots[at])];
+      state.id = cand.id;
+      state.count = cand.count;
+      state.last = cand.last;
+      new_ids[at] = cand.id;
+      plan.replacements[at].second = c;
+    }
+  }
+  // 3. The evicted ids leave the index, and the newcomers enter it: their
+  // entries, which held their marks, take their slots (candidates filed
+  // apart are inserted).
+  index_.EraseMany(gone);
+  if (filed_) {
+    index_.AssignMany(new_ids, new_slots.data());
+  } else {
+    index_.InsertMany(new_ids, new_slots.data());
+  }
+  ClearWindow(plan);
   return evictions;
 }
 

@@ -29,9 +29,7 @@ void MchBucket::ExportState(int64_t* rows, std::vector<int64_t>* candidates) con
     r[kWindowLast] = slot_[s].window_last;
     std::copy_n(metadata_.begin() + static_cast<std::ptrdiff_t>(s * cols), cols, r + kMetadata);
   }
-  for (size_t c = 0; c < candidate_ids_.size(); ++c) {
-    candidates->insert(candidates->end(), {candidate_ids_[c], candidate_count_[c], candidate_last_[c]});
-  }
+  for (const Candidate& c : candidates_) candidates->insert(candidates->end(), {c.id, c.count, c.last});
 }
 
 Status MchBucket::CheckState(const int64_t* rows, std::span<const int64_t> candidates, int64_t iteration) const {
@@ -108,14 +106,12 @@ void MchBucket::ApplyState(const int64_t* rows, std::span<const int64_t> candida
     order_ = std::move(holders);
     order_.insert(order_.end(), empty.begin(), empty.end());
   }
-  candidate_ids_.clear();
-  candidate_count_.clear();
-  candidate_last_.clear();
+  candidates_.clear();
   candidate_index_.Clear();
-  for (size_t c = 0; c < candidates.size(); c += 3) {
-    const int64_t index_of = CandidateIndex(candidates[c]);
-    candidate_count_[static_cast<size_t>(index_of)] = candidates[c + 1];
-    candidate_last_[static_cast<size_t>(index_of)] = candidates[c + 2];
+  filed_ = false;  // (either place decides alike)
+  for (size_t c = 0; c < candidates.size(); c += 3) {  // checked: none holds a slot, none twice
+    candidate_index_.FindOrInsert(candidates[c], CandidateMark(static_cast<int64_t>(candidates_.size())));
+    candidates_.push_back({candidates[c], candidates[c + 1], candidates[c + 2], 0.0});
   }
   undo_ = WindowUndo{};
   // The incremental round's keys come from the policy: the next round

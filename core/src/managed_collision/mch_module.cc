@@ -150,23 +150,26 @@ void MchManagedCollisionModule::FindSlots(std::span<const int64_t> ids) {
 Status MchManagedCollisionModule::Stage(std::span<const int64_t> ids, bool training) {
   if (staged_) AbortOnMisuse("MchManagedCollisionModule::Stage: the previous Stage was neither applied nor discarded");
   if (Status st = Partition(ids); !st.ok()) return st;
-  FindSlots(ids);
   staged_ = true;
   staged_training_ = training;
   staged_round_ = false;
   staged_plans_.clear();
-  if (!training) return Status::Ok();
+  if (!training) {
+    FindSlots(ids);
+    return Status::Ok();
+  }
   ++iteration_;
   const bool due = iteration_ - last_round_ == config_.eviction_interval;
   const int64_t* grouped = Grouped(ids);
+  found_.resize(ids.size());
   candidate_of_.resize(ids.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const auto begin = static_cast<size_t>(bucket_begin_[b]), end = static_cast<size_t>(bucket_begin_[b + 1]);
     // Every training step keeps its undo, a round due or not: a step
     // staged beside another table whose round fails is discarded too.
     buckets_[b]->MarkWindow();
-    buckets_[b]->Record({grouped + begin, end - begin}, found_.data() + begin, iteration_,
-                        candidate_of_.data() + begin);
+    buckets_[b]->FindAndRecord({grouped + begin, end - begin}, found_.data() + begin, iteration_,
+                               candidate_of_.data() + begin);
   }
   if (!due) return Status::Ok();
   staged_round_ = true;

@@ -158,7 +158,7 @@ class MchManagedCollisionModule {
   bool staged_ = false, staged_training_ = false, staged_round_ = false;
   // Scratch reused across steps (no allocation per step once warm).
   std::vector<int64_t> bucket_of_, order_, sorted_ids_, sorted_rows_, found_;
-  std::vector<int64_t> candidate_of_;  // per grouped id: its window candidate, -1 with a slot (Record)
+  std::vector<int64_t> candidate_of_;  // per grouped id: its window candidate, -1 with a slot (MchBucket::FindAndRecord)
   std::vector<int64_t> bucket_begin_;
 };
 
