@@ -42,10 +42,13 @@ class MchIncrementalTest : public ::testing::Test {
     return std::move(m).value();
   }
 
-  // The fixture policy that declares `incremental` but scores an accessed
-  // entry lower: its component's name ("" when it did not load).
-  std::string LoadFalseIncremental() {
-    const auto lib = testing::Fixture("false_incremental", "eviction", "falseinc");
+  // A fixture policy's component name ("" when it did not load).
+  // false_incremental declares `incremental` but scores an accessed entry
+  // lower; relative_incremental declares it but scores an entry against
+  // the others in the call.
+  std::string LoadFalseIncremental() { return LoadFixturePolicy("false_incremental", "falseinc"); }
+  std::string LoadFixturePolicy(const std::string& variant, const std::string& name) {
+    const auto lib = testing::Fixture(variant, "eviction", name);
     if (!registry_.LoadLibrary(lib).ok()) return "";
     for (const auto& ref : registry_.Components(SR_KIND_EVICTION)) {
       if (ref.library->path() == std::filesystem::absolute(lib)) return ref.name();
@@ -144,6 +147,27 @@ TEST_F(MchIncrementalTest, LruWithoutTiesKeepsTheHoldersOfTheExactRound) {
 // ever be admitted), at 0.25 neighbouring steps round to one key. Such a
 // policy runs the exact round; at 1 and 2 the keys hold steps apart and the
 // incremental round keeps the exact round's holders.
+// A policy that declares `incremental` but scores each entry against the
+// others in the call (count / the call's largest) would get other keys in
+// the round's separate calls for holders and candidates: it runs the exact
+// round, and decides as it does.
+TEST_F(MchIncrementalTest, ScoresRelativeToTheCallRunTheExactRound) {
+  const std::string relative = LoadFixturePolicy("relative_incremental", "relativeinc");
+  ASSERT_FALSE(relative.empty());
+  auto fast = Make(relative, EvictionMode::kFast, 50, 2);
+  EXPECT_FALSE(fast.incremental_rounds());
+  EXPECT_TRUE(Make("lfu", EvictionMode::kFast, 50, 2).incremental_rounds());
+  auto exact = Make(relative, EvictionMode::kExact, 50, 2);
+  ZipfIds ids(400, 3);
+  for (int step = 0; step < 40; ++step) {
+    const auto batch = ids.Batch(64);
+    std::vector<int64_t> a(batch.size()), b(batch.size());
+    ASSERT_TRUE(fast.Forward(batch, a, true).ok());
+    ASSERT_TRUE(exact.Forward(batch, b, true).ok());
+    ASSERT_EQ(a, b) << "step " << step;
+  }
+}
+
 TEST_F(MchIncrementalTest, KeysThatCannotKeepTheOrderRunTheExactRound) {
   for (const char* decay : {"20", "0.25", "1", "2"}) {
     SCOPED_TRACE(std::string("decay_exponent ") + decay);
@@ -318,8 +342,10 @@ TEST_F(MchIncrementalTest, ARestoredModuleDecidesAsTheOriginal) {
 // a flood of new ids (more than the slots: most refused) and a stream that
 // repeats itself (most admitted), so the original switches back and forth,
 // while a copy restored from its checkpoint before every step always starts
-// with the candidates apart; every step, and every step's failure and
-// retry, must come out the same in both.
+// with the candidates apart; every step must come out the same in both.
+// Every fifth step the original first stages the batch and discards it (a
+// failed step's undo, which erases that step's new candidates from
+// wherever they are kept), then runs it.
 TEST_F(MchIncrementalTest, CandidatesInTheSlotIndexOrApartDecideAlike) {
   for (const EvictionMode mode : {EvictionMode::kFast, EvictionMode::kExact})
   for (const std::string policy : {"lru", "lfu"}) {
@@ -338,6 +364,10 @@ TEST_F(MchIncrementalTest, CandidatesInTheSlotIndexOrApartDecideAlike) {
       ASSERT_TRUE(copy.ImportState(rows, candidates, original.iteration(), original.last_round(), original.stats())
                       .ok());
       std::vector<int64_t> a(batch.size()), b(batch.size());
+      if (step % 5 == 2) {
+        ASSERT_TRUE(original.Stage(batch, true).ok());
+        original.Discard();
+      }
       ASSERT_TRUE(original.Forward(batch, a, true).ok());
       ASSERT_TRUE(copy.Forward(batch, b, true).ok());
       ASSERT_EQ(a, b) << "step " << step;

@@ -1,12 +1,14 @@
 // IdSlotIndex: raw id -> slot row, the hot path of managed collision.
 //
 // Open addressing with linear probing over a power-of-two array of {id,
-// row} pairs at most a quarter full (IdIndexEntries), in transparent huge
-// pages, with backward-shift deletion (no tombstones, so probe lengths stay
-// short after millions of evictions). Batched calls prefetch each id's home
-// a fixed distance ahead, so a lookup finds its line in the cache and many
-// misses are in flight at once: 10-12 ns a lookup at 1M ids, within ~1.2x
-// of a bare hashed read of an array the index's size (bench mc's probe).
+// row} pairs, its ids at most a quarter full (IdIndexEntries; with a
+// caller's marks, below, at most half: FindOrInsert doubles it), in
+// transparent huge pages, with backward-shift deletion (no tombstones, so
+// probe lengths stay short after millions of evictions). Batched calls
+// prefetch each id's home a fixed distance ahead, so a lookup finds its
+// line in the cache and many misses are in flight at once: 10-12 ns a
+// lookup at 1M ids, within ~1.2x of a bare hashed read of an array the
+// index's size (bench mc's probe).
 // Besides slots, entries may hold a caller's marks (rows below kEmpty):
 // managed collision files a window's new ids there, at the miss that
 // finds them absent (FindOrInsert), while its rounds admit most of them.

@@ -67,9 +67,10 @@ void MchBucket::FindAndRecordIn(std::span<const int64_t> ids, int64_t* slots, in
   // prefetches the line the id is then counted into: a holder's slot, or a
   // candidate's home in the candidates' own index. When candidates are
   // filed in the slot index (kFiled), a new id is filed at the lookup, in
-  // the line just read, and its record is the only other line. (Separate
-  // passes for the lookup and the count read each id's index line, then
-  // missed the second line unprefetched by the lookup.)
+  // the line just read, and a candidate's record is the only other line
+  // (prefetched too). (Separate passes for the lookup and the count read
+  // each id's index line, then missed the second line unprefetched by the
+  // lookup.)
   constexpr size_t kIndexAhead = 48, kLineAhead = 24;
   const size_t n = ids.size();
   auto look_up = [&](size_t k) __attribute__((always_inline)) {
@@ -77,7 +78,11 @@ void MchBucket::FindAndRecordIn(std::span<const int64_t> ids, int64_t* slots, in
     if constexpr (kFiled) {
       const int64_t mark = CandidateMark(static_cast<int64_t>(candidates_.size()));
       row = index_.FindOrInsert(ids[k], mark);
-      if (row == mark) AddCandidate(ids[k]);
+      if (row == mark) {
+        AddCandidate(ids[k]);
+      } else if (row < IdSlotIndex::kEmpty) {  // a candidate seen before: its record
+        __builtin_prefetch(&candidates_[static_cast<size_t>(CandidateOfMark(row))], 1);
+      }
     } else {
       row = index_.Find(ids[k]);
       if (row < 0) candidate_index_.Prefetch(ids[k]);

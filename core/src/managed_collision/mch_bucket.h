@@ -47,11 +47,13 @@ struct RoundPlan {
 Status CheckScores(const EvictionPolicy& policy, std::span<const double> scores);
 
 // Whether the incremental round's keys (scores at one fixed, late time)
-// order a probe of entries as the policy's scores within a run do; an
-// error naming the first pair they do not (mch_bucket_fast.cc). A policy
-// that declares `incremental` but fails this (lru with a decay_exponent far
-// from 1: its powers overflow, or round neighbouring steps together)
-// runs the exact round.
+// order a probe of entries as the policy's scores within a run do, and
+// whether each entry scores alone as it does among the others; an error
+// naming the first pair or entry that does not (mch_bucket_fast.cc). A
+// policy that declares `incremental` but fails this (lru with a
+// decay_exponent far from 1: its powers overflow, or round neighbouring
+// steps together; a score relative to the others in the call) runs the
+// exact round.
 Status CheckKeysKeepOrder(const EvictionPolicy& policy);
 
 class MchBucket {
@@ -77,7 +79,7 @@ class MchBucket {
 
   // A training step's lookup: slots[i] as FindSlots gives it, and each id
   // counted into the window; an id without a slot becomes (or stays) one
-  // of the window's candidates (filed where index_ says). candidate_of[i]:
+  // of the window's candidates (kept where filed_ says). candidate_of[i]:
   // the candidate ids[i] counted toward, -1 for an id with a slot (for
   // RefreshSlots).
   void FindAndRecord(std::span<const int64_t> ids, int64_t* slots, int64_t iteration, int64_t* candidate_of);

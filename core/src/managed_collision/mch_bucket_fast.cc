@@ -94,6 +94,25 @@ Status CheckKeysKeepOrder(const EvictionPolicy& policy) {
                               "step 2^40, {:.17g} and {:.17g} at 2^52",
                               policy.Describe(), entry(a), entry(b), in_run[a], in_run[b], keys[a], keys[b]));
   }
+  // The round scores the holders it updated and the window's candidates in
+  // calls of their own (PlanIncrementalRound): each entry, alone in its
+  // role, must score as it does among the others.
+  for (const bool as_candidates : {false, true}) {
+    std::vector<double> among(counts.size(), 0.0), alone(1, 0.0);
+    const size_t residents = as_candidates ? 0 : counts.size();
+    if (Status st = policy.ScoreEntries(kKeyTime, residents, counts, lasts, windows, {}, 0, among); !st.ok()) return st;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      const std::span<const int64_t> c(&counts[i], 1), l(&lasts[i], 1), w(&windows[i], 1);
+      if (Status st = policy.ScoreEntries(kKeyTime, as_candidates ? 0 : 1, c, l, w, {}, 0, alone); !st.ok()) return st;
+      if (alone[0] == among[i] || (std::isnan(alone[0]) && std::isnan(among[i]))) continue;
+      return Status(SR_FAILED_PRECONDITION,
+                    fmt::format("{} declares incremental, but scores {} (count {}, last access {}) {:.17g} alone and "
+                                "{:.17g} among {} others: the incremental round scores holders and candidates in "
+                                "calls of their own",
+                                policy.Describe(), as_candidates ? "a candidate" : "a holder", counts[i], lasts[i],
+                                alone[0], among[i], counts.size() - 1));
+    }
+  }
   return Status::Ok();
 }
 
