@@ -89,15 +89,20 @@ class IdSlotIndex {
   }
 
   // The row of `id`; if absent, inserts it with `row` and returns `row`.
-  // Past half full the index first doubles (a window of many new ids; it
-  // keeps that size), so lookups stay short.
+  // An insert past half full first doubles the index (a window of many new
+  // ids; it keeps that size), so lookups stay short. A found id costs no
+  // check of the size.
   int64_t FindOrInsert(int64_t id, int64_t row) {
-    if (2 * (size_ + 1) > static_cast<int64_t>(mask_ + 1)) Rehash(2 * (mask_ + 1));
     uint64_t b = Home(id);
     for (;; b = (b + 1) & mask_) {
-      Entry& e = entries_[b];
+      const Entry& e = entries_[b];
       if (e.row == kEmpty) break;
       if (e.id == id) return e.row;
+    }
+    if (2 * (size_ + 1) > static_cast<int64_t>(mask_ + 1)) {
+      Rehash(2 * (mask_ + 1));
+      Insert(id, row);
+      return row;
     }
     entries_[b] = {id, row};
     ++size_;
