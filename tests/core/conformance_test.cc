@@ -30,6 +30,15 @@ std::set<std::string> Failed(const std::vector<ConformanceCheck>& checks) {
   return failed;
 }
 
+// The names of the checks that failed (`failed`), or of the others.
+std::set<std::string> Names(const std::vector<ConformanceCheck>& checks, bool failed) {
+  std::set<std::string> names;
+  for (const auto& c : checks) {
+    if ((c.result == CheckResult::kFail) == failed) names.insert(c.check);
+  }
+  return names;
+}
+
 TEST(Conformance, BuiltinEvictionPoliciesPass) {
   auto checks = Check(std::filesystem::path(SHARDREC_BUILT_PLUGIN_DIR) /
                       "libshardrec_eviction_builtin.so");
@@ -47,10 +56,7 @@ TEST(Conformance, FixtureBundleWithSharderAndPolicyPasses) {
 
 TEST(Conformance, SloppyPluginFails) {
   auto checks = Check(Fixture("nonconforming", "eviction", "sloppy"));
-  std::set<std::string> names;
-  for (const auto& c : checks) {
-    if (c.result == CheckResult::kFail) names.insert(c.check);
-  }
+  const std::set<std::string> names = Names(checks, /*failed=*/true);
   EXPECT_TRUE(names.count("create refuses an unknown option"));
   EXPECT_TRUE(names.count("every score is a number (finite or -inf)"));
   EXPECT_TRUE(names.count("score refuses a float32 scores tensor"));
@@ -60,8 +66,8 @@ TEST(Conformance, SloppyPluginFails) {
 // its score, and the kit says so.
 TEST(Conformance, AFalseIncrementalPromiseFails) {
   auto checks = Check(Fixture("false_incremental", "eviction", "falseinc"));
-  std::set<std::string> failed, passed;
-  for (const auto& c : checks) (c.result == CheckResult::kFail ? failed : passed).insert(c.check);
+  const std::set<std::string> failed = Names(checks, /*failed=*/true),
+                              passed = Names(checks, /*failed=*/false);
   EXPECT_TRUE(failed.count("incremental: an access never lowers a score")) << checks.size();
   EXPECT_TRUE(passed.count("incremental: idle entries keep their order at any now"));
 }
@@ -71,8 +77,8 @@ TEST(Conformance, AFalseIncrementalPromiseFails) {
 // scores holders and candidates in separate calls, and the kit says so.
 TEST(Conformance, AnIncrementalScoreThatDependsOnTheOtherEntriesFails) {
   auto checks = Check(Fixture("relative_incremental", "eviction", "relativeinc"));
-  std::set<std::string> failed, passed;
-  for (const auto& c : checks) (c.result == CheckResult::kFail ? failed : passed).insert(c.check);
+  const std::set<std::string> failed = Names(checks, /*failed=*/true),
+                              passed = Names(checks, /*failed=*/false);
   EXPECT_TRUE(failed.count("incremental: an entry's score depends on that entry alone")) << checks.size();
   EXPECT_TRUE(passed.count("incremental: idle entries keep their order at any now"));
   EXPECT_TRUE(passed.count("incremental: an access never lowers a score"));

@@ -130,19 +130,13 @@ class IdSlotIndex {
   // Insert(ids[i], rows[i]) for each i (none present), each home
   // prefetched kAssignAhead early.
   void InsertMany(std::span<const int64_t> ids, const int64_t* rows) {
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (i + kAssignAhead < ids.size()) __builtin_prefetch(&entries_[Home(ids[i + kAssignAhead])], 1);
-      Insert(ids[i], rows[i]);
-    }
+    EachHomeAhead(ids, rows, [this](int64_t id, int64_t row) { Insert(id, row); });
   }
 
   // Assign(ids[i], rows[i]) for each i (all present), each home prefetched
   // kAssignAhead early.
   void AssignMany(std::span<const int64_t> ids, const int64_t* rows) {
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (i + kAssignAhead < ids.size()) __builtin_prefetch(&entries_[Home(ids[i + kAssignAhead])], 1);
-      Assign(ids[i], rows[i]);
-    }
+    EachHomeAhead(ids, rows, [this](int64_t id, int64_t row) { Assign(id, row); });
   }
 
   // Removes every entry holding a mark, in one pass over the array: each
@@ -211,6 +205,15 @@ class IdSlotIndex {
       const Entry& e = entries_[b];
       if (e.row == kEmpty) return kEmpty;
       if (e.id == id) return e.row;
+    }
+  }
+  // write(ids[i], rows[i]) for each i, each home prefetched for writing
+  // kAssignAhead early (always inlined, as Prefetch is).
+  template <typename Write>
+  [[gnu::always_inline]] void EachHomeAhead(std::span<const int64_t> ids, const int64_t* rows, Write write) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i + kAssignAhead < ids.size()) __builtin_prefetch(&entries_[Home(ids[i + kAssignAhead])], 1);
+      write(ids[i], rows[i]);
     }
   }
   // The entry of an id that is present.
