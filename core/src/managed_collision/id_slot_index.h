@@ -5,10 +5,12 @@
 // caller's marks, below, at most half: FindOrInsert doubles it), in
 // transparent huge pages, with backward-shift deletion (no tombstones, so
 // probe lengths stay short after millions of evictions). Batched calls
-// prefetch each id's home a fixed distance ahead, so a lookup finds its
-// line in the cache and many misses are in flight at once: 10-12 ns a
-// lookup at 1M ids, within ~1.2x of a bare hashed read of an array the
-// index's size (bench mc's probe).
+// hash each id once, a fixed distance ahead, and prefetch its home then, so
+// a lookup finds its line in the cache, many misses are in flight at once,
+// and no hash sits between a mispredicted probe and the next load: bench
+// mc's inference remap at 0.76-0.79 of a bare hashed read of an array the
+// index's size (its probe), against 0.40-0.41 the same hour when each
+// lookup hashed its id again (2026-11-29).
 // Besides slots, entries may hold a caller's marks (rows below kEmpty):
 // managed collision files a window's new ids there, at the miss that
 // finds them absent (FindOrInsert), while its rounds admit most of them.
@@ -68,11 +70,29 @@ class IdSlotIndex {
   // each group waited for its slowest line).
   void FindMany(std::span<const int64_t> ids, int64_t* rows) const {
     const size_t n = ids.size();
+    HashRing hashes;
+    for (size_t k = 0; k < std::min(n, kFindAhead); ++k) PrefetchHash(hashes.Put(k, HashOf(ids[k])));
     for (size_t i = 0; i < n; ++i) {
-      if (i + kFindAhead < n) Prefetch(ids[i + kFindAhead]);
-      rows[i] = std::max(FindFrom(Home(ids[i]), ids[i]), kEmpty);
+      if (i + kFindAhead < n) PrefetchHash(hashes.Put(i + kFindAhead, HashOf(ids[i + kFindAhead])));
+      rows[i] = std::max(FindAt(hashes.At(i), ids[i]), kEmpty);
     }
   }
+
+  // Batched callers hash each id once, when they prefetch its home, and
+  // pass the hash to the *At calls (Fmix64 is ~10 instructions, and a
+  // second hash at the lookup was a tenth of a lookup's instructions). The
+  // hash, not the home: an insert may double the index between the two.
+  // A ring of the hashes computed ahead, for up to kRing ids in flight.
+  static constexpr size_t kRing = 64;
+  struct HashRing {
+    uint64_t hash[kRing];
+    uint64_t Put(size_t k, uint64_t h) { return hash[k % kRing] = h; }
+    uint64_t At(size_t k) const { return hash[k % kRing]; }
+  };
+  static uint64_t HashOf(int64_t id) { return Fmix64(static_cast<uint64_t>(id)); }
+  [[gnu::always_inline]] void PrefetchHash(uint64_t hash) const { __builtin_prefetch(&entries_[hash & mask_]); }
+  // Find(id), given HashOf(id).
+  int64_t FindAt(uint64_t hash, int64_t id) const { return FindFrom(hash & mask_, id); }
 
   // Brings the home bucket of `id` toward the cache, for an Insert, Erase or
   // Find a few ids later. Always inlined: GCC 12 finds a function that only
@@ -81,8 +101,9 @@ class IdSlotIndex {
   [[gnu::always_inline]] void Prefetch(int64_t id) const { __builtin_prefetch(&entries_[Home(id)]); }
 
   // Inserts an id that is not present.
-  void Insert(int64_t id, int64_t row) {
-    uint64_t b = Home(id);
+  void Insert(int64_t id, int64_t row) { InsertAt(Home(id), id, row); }
+  void InsertAt(uint64_t home, int64_t id, int64_t row) {
+    uint64_t b = home;
     while (entries_[b].row != kEmpty) b = (b + 1) & mask_;
     entries_[b] = {id, row};
     ++size_;
@@ -91,52 +112,57 @@ class IdSlotIndex {
   // The row of `id`; if absent, inserts it with `row` and returns `row`.
   // An insert past half full first doubles the index (a window of many new
   // ids; it keeps that size), so lookups stay short. A found id costs no
-  // check of the size.
-  int64_t FindOrInsert(int64_t id, int64_t row) {
-    uint64_t b = Home(id);
+  // check of the size. Always inlined, the doubling kept out of line: GCC
+  // 12 called it out of line with the doubling inside, and saving and
+  // restoring six registers around a lookup was ~20 of the ~130
+  // instructions an id took in managed collision's lookup and count
+  // (callgrind, bench mc --stream).
+  [[gnu::always_inline]] int64_t FindOrInsert(int64_t id, int64_t row) { return FindOrInsertAt(HashOf(id), id, row); }
+  // FindOrInsert(id, row), given HashOf(id).
+  [[gnu::always_inline]] int64_t FindOrInsertAt(uint64_t hash, int64_t id, int64_t row) {
+    uint64_t b = hash & mask_;
     for (;; b = (b + 1) & mask_) {
       const Entry& e = entries_[b];
       if (e.row == kEmpty) break;
       if (e.id == id) return e.row;
     }
-    if (2 * (size_ + 1) > static_cast<int64_t>(mask_ + 1)) {
-      Rehash(2 * (mask_ + 1));
-      Insert(id, row);
-      return row;
-    }
+    if (2 * (size_ + 1) > static_cast<int64_t>(mask_ + 1)) [[unlikely]] return GrowAndInsert(id, row);
     entries_[b] = {id, row};
     ++size_;
     return row;
   }
 
   // Gives `id` (present) the row `row`.
-  void Assign(int64_t id, int64_t row) { entries_[Locate(id)].row = row; }
+  void Assign(int64_t id, int64_t row) { entries_[LocateFrom(Home(id), id)].row = row; }
 
   // Erases every id of `ids` (all present), each home and the entry after
   // it (the backward shift reads it; a quarter of homes end their line)
   // prefetched kEraseAhead early: 0.275 -> 0.235 s of a 3*10^7-id stream's
   // erases (2026-11-29).
   void EraseMany(std::span<const int64_t> ids) {
+    HashRing hashes;
+    auto ahead = [&](size_t k) {
+      const uint64_t home = hashes.Put(k, HashOf(ids[k])) & mask_;
+      __builtin_prefetch(&entries_[home], 1);
+      __builtin_prefetch(&entries_[(home + 1) & mask_], 1);
+    };
+    for (size_t k = 0; k < std::min(ids.size(), kEraseAhead); ++k) ahead(k);
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (i + kEraseAhead < ids.size()) {
-        const uint64_t home = Home(ids[i + kEraseAhead]);
-        __builtin_prefetch(&entries_[home], 1);
-        __builtin_prefetch(&entries_[(home + 1) & mask_], 1);
-      }
-      Erase(ids[i]);
+      if (i + kEraseAhead < ids.size()) ahead(i + kEraseAhead);
+      EraseAt(hashes.At(i) & mask_, ids[i]);
     }
   }
 
   // Insert(ids[i], rows[i]) for each i (none present), each home
   // prefetched kAssignAhead early.
   void InsertMany(std::span<const int64_t> ids, const int64_t* rows) {
-    EachHomeAhead(ids, rows, [this](int64_t id, int64_t row) { Insert(id, row); });
+    EachHomeAhead(ids, rows, [this](uint64_t home, int64_t id, int64_t row) { InsertAt(home, id, row); });
   }
 
   // Assign(ids[i], rows[i]) for each i (all present), each home prefetched
   // kAssignAhead early.
   void AssignMany(std::span<const int64_t> ids, const int64_t* rows) {
-    EachHomeAhead(ids, rows, [this](int64_t id, int64_t row) { Assign(id, row); });
+    EachHomeAhead(ids, rows, [this](uint64_t home, int64_t id, int64_t row) { entries_[LocateFrom(home, id)].row = row; });
   }
 
   // Removes every entry holding a mark, in one pass over the array: each
@@ -174,8 +200,9 @@ class IdSlotIndex {
   }
 
   // Removes an id that is present (backward-shift deletion).
-  void Erase(int64_t id) {
-    uint64_t hole = Locate(id);
+  void Erase(int64_t id) { EraseAt(Home(id), id); }
+  void EraseAt(uint64_t home, int64_t id) {
+    uint64_t hole = LocateFrom(home, id);
     for (uint64_t b = (hole + 1) & mask_; entries_[b].row != kEmpty; b = (b + 1) & mask_) {
       // An entry may move into the hole when its home is not in (hole, b].
       const uint64_t h = Home(entries_[b].id);
@@ -198,6 +225,7 @@ class IdSlotIndex {
   // ns at 32 or more. On the stream of 2026-11-29 (timers, 3*10^7 ids):
   // erases the same at 16 and 24 ahead, rewrites 0.136 s at 16, 0.123 at 32.
   static constexpr size_t kFindAhead = 32, kEraseAhead = 24, kAssignAhead = 32;
+  static_assert(kFindAhead < kRing && kEraseAhead < kRing && kAssignAhead < kRing, "a hash is overwritten before use");
 
   uint64_t Home(int64_t id) const { return Fmix64(static_cast<uint64_t>(id)) & mask_; }
   int64_t FindFrom(uint64_t b, int64_t id) const {
@@ -207,20 +235,29 @@ class IdSlotIndex {
       if (e.id == id) return e.row;
     }
   }
-  // write(ids[i], rows[i]) for each i, each home prefetched for writing
-  // kAssignAhead early (always inlined, as Prefetch is).
+  // write(home of ids[i], ids[i], rows[i]) for each i, each home
+  // prefetched for writing kAssignAhead early (always inlined, as Prefetch
+  // is).
   template <typename Write>
   [[gnu::always_inline]] void EachHomeAhead(std::span<const int64_t> ids, const int64_t* rows, Write write) {
+    HashRing hashes;
+    auto ahead = [&](size_t k) { __builtin_prefetch(&entries_[hashes.Put(k, HashOf(ids[k])) & mask_], 1); };
+    for (size_t k = 0; k < std::min(ids.size(), kAssignAhead); ++k) ahead(k);
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (i + kAssignAhead < ids.size()) __builtin_prefetch(&entries_[Home(ids[i + kAssignAhead])], 1);
-      write(ids[i], rows[i]);
+      if (i + kAssignAhead < ids.size()) ahead(i + kAssignAhead);
+      write(hashes.At(i) & mask_, ids[i], rows[i]);
     }
   }
-  // The entry of an id that is present.
-  uint64_t Locate(int64_t id) const {
-    uint64_t b = Home(id);
+  // The entry of an id that is present, from its home.
+  uint64_t LocateFrom(uint64_t home, int64_t id) const {
+    uint64_t b = home;
     while (entries_[b].id != id || entries_[b].row == kEmpty) b = (b + 1) & mask_;
     return b;
+  }
+  [[gnu::noinline, gnu::cold]] int64_t GrowAndInsert(int64_t id, int64_t row) {
+    Rehash(2 * (mask_ + 1));
+    Insert(id, row);
+    return row;
   }
   void Rehash(uint64_t entries) {
     IdSlotIndex bigger;

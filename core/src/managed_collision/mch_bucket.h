@@ -4,9 +4,11 @@
 // MchManagedCollisionModule routes ids to buckets and keeps the counters.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -123,18 +125,22 @@ class MchBucket {
   int64_t Bytes() const;
 
  private:
+  // What a training step changed in a slot's or a candidate's window
+  // count and last access, to put back if the step is discarded.
+  struct UndoEntry {
+    int64_t at, count, last;  // the slot or candidate; its values before the step
+  };
   struct WindowUndo {
     size_t touched_mark = 0, candidates_mark = 0;
-    std::vector<int64_t> slot_log;       // (slot, count, last) triples, in order
-    std::vector<int64_t> candidate_log;  // (index, count, last) triples
+    std::vector<UndoEntry> slot_log;       // in order
+    std::vector<UndoEntry> candidate_log;
     bool active = false;
   };
-  // Appends a triple (three push_backs: an insert of an initializer list
-  // was a memmove call per id, 6% of a round-every-step run).
-  static void Log(std::vector<int64_t>& log, int64_t a, int64_t b, int64_t c) {
-    log.push_back(a);
-    log.push_back(b);
-    log.push_back(c);
+  // One append of a whole entry: one capacity check, where three
+  // push_backs of int64_t made three (and an insert of an initializer
+  // list, a memmove call: 6% of a round-every-step run).
+  static void Log(std::vector<UndoEntry>& log, int64_t at, int64_t count, int64_t last) {
+    log.push_back({at, count, last});
   }
   template <bool kFiled>
   void FindAndRecordIn(std::span<const int64_t> ids, int64_t* slots, int64_t iteration, int64_t* candidate_of);
@@ -215,13 +221,25 @@ class MchBucket {
   // its key or a lower one (keys only rise; a holder is moved up when its
   // old key's turn comes); and the empty slots, highest first so the
   // lowest is taken first.
+  // A file's slots live in a buffer of its own, not a std::vector: GCC 12
+  // left push_back out of line in the round's commit, ~25 instructions a
+  // call, about once an admission.
   struct KeyBucket {
-    std::vector<int64_t> slots;  // [head, end) are filed here
-    size_t head = 0;
-    bool sorted = true;          // [head, end) ascending
-    void Add(int64_t slot) {
-      sorted = sorted && (slots.size() == head || slots.back() < slot);
-      slots.push_back(slot);
+    std::unique_ptr<int64_t[]> slots;  // [head, size) are filed here
+    size_t size = 0, capacity = 0, head = 0;
+    bool sorted = true;  // [head, size) ascending
+    int64_t* begin() const { return slots.get() + head; }
+    int64_t* end() const { return slots.get() + size; }
+    [[gnu::always_inline]] void Add(int64_t slot) {
+      sorted = sorted && (size == head || slots[size - 1] < slot);
+      if (size == capacity) [[unlikely]] Grow();
+      slots[size++] = slot;
+    }
+    [[gnu::noinline]] void Grow() {
+      capacity = std::max<size_t>(64, 2 * capacity);
+      auto bigger = std::make_unique_for_overwrite<int64_t[]>(capacity);
+      std::copy(slots.get(), slots.get() + size, bigger.get());
+      slots = std::move(bigger);
     }
   };
   std::map<double, KeyBucket> by_key_;
