@@ -7,10 +7,11 @@
 // probe lengths stay short after millions of evictions). Batched calls
 // hash each id once, a fixed distance ahead, and prefetch its home then, so
 // a lookup finds its line in the cache, many misses are in flight at once,
-// and no hash sits between a mispredicted probe and the next load: bench
-// mc's inference remap at 0.76-0.79 of a bare hashed read of an array the
-// index's size (its probe), against 0.40-0.41 the same hour when each
-// lookup hashed its id again (2026-11-29).
+// and no hash sits between a mispredicted probe and the next load. bench
+// mc's inference remap runs at 0.72-0.79 of a bare hashed read of an array
+// the index's size (its probe), against 0.38-0.41 the same hour when each
+// lookup hashed its id again and the remap branched on hit or miss
+// (2026-11-29; the two changes were measured together).
 // Besides slots, entries may hold a caller's marks (rows below kEmpty):
 // managed collision files a window's new ids there, at the miss that
 // finds them absent (FindOrInsert), while its rounds admit most of them.
@@ -70,7 +71,7 @@ class IdSlotIndex {
   // each group waited for its slowest line).
   void FindMany(std::span<const int64_t> ids, int64_t* rows) const {
     const size_t n = ids.size();
-    HashRing hashes;
+    HashRing hashes{};
     for (size_t k = 0; k < std::min(n, kFindAhead); ++k) PrefetchHash(hashes.Put(k, HashOf(ids[k])));
     for (size_t i = 0; i < n; ++i) {
       if (i + kFindAhead < n) PrefetchHash(hashes.Put(i + kFindAhead, HashOf(ids[i + kFindAhead])));
@@ -140,7 +141,7 @@ class IdSlotIndex {
   // prefetched kEraseAhead early: 0.275 -> 0.235 s of a 3*10^7-id stream's
   // erases (2026-11-29).
   void EraseMany(std::span<const int64_t> ids) {
-    HashRing hashes;
+    HashRing hashes{};
     auto ahead = [&](size_t k) {
       const uint64_t home = hashes.Put(k, HashOf(ids[k])) & mask_;
       __builtin_prefetch(&entries_[home], 1);
@@ -240,7 +241,7 @@ class IdSlotIndex {
   // is).
   template <typename Write>
   [[gnu::always_inline]] void EachHomeAhead(std::span<const int64_t> ids, const int64_t* rows, Write write) {
-    HashRing hashes;
+    HashRing hashes{};
     auto ahead = [&](size_t k) { __builtin_prefetch(&entries_[hashes.Put(k, HashOf(ids[k])) & mask_], 1); };
     for (size_t k = 0; k < std::min(ids.size(), kAssignAhead); ++k) ahead(k);
     for (size_t i = 0; i < ids.size(); ++i) {

@@ -39,7 +39,7 @@ void MchBucket::Remap(std::span<const int64_t> ids, const int64_t* slots, int64_
   int64_t h = 0, r = 0;
   if (mch_rows_ == 0) {
     // Without residual rows a miss reads the default row: a select, no
-    // branch on hit or miss (which the stream mispredicts), and no hash.
+    // branch on hit or miss (which the stream mispredicts).
     const int64_t default_row = first_row_ + slots_ - 1;
     for (size_t i = 0; i < ids.size(); ++i) {
       const int64_t s = slots[i];
@@ -86,7 +86,7 @@ void MchBucket::FindAndRecordIn(std::span<const int64_t> ids, int64_t* slots, in
   constexpr size_t kIndexAhead = 48, kLineAhead = 24;
   static_assert(kIndexAhead < IdSlotIndex::kRing, "an id's hash is overwritten before its lookup");
   const size_t n = ids.size();
-  IdSlotIndex::HashRing hashes;  // each id hashed once, at its prefetch
+  IdSlotIndex::HashRing hashes{};  // each id hashed once, at its prefetch, for both indexes
   auto prefetch = [&](size_t k) __attribute__((always_inline)) {
     index_.PrefetchHash(hashes.Put(k, IdSlotIndex::HashOf(ids[k])));
   };
@@ -102,7 +102,7 @@ void MchBucket::FindAndRecordIn(std::span<const int64_t> ids, int64_t* slots, in
       }
     } else {
       row = index_.FindAt(hashes.At(k), ids[k]);
-      if (row < 0) candidate_index_.Prefetch(ids[k]);
+      if (row < 0) candidate_index_.PrefetchHash(hashes.At(k));  // the same hash, its own mask
     }
     if (row >= 0) __builtin_prefetch(&slot_[static_cast<size_t>(row)], 1);
     slots[k] = row;
@@ -126,7 +126,7 @@ void MchBucket::FindAndRecordIn(std::span<const int64_t> ids, int64_t* slots, in
     int64_t mark = s;
     if constexpr (!kFiled) {
       const int64_t next = CandidateMark(static_cast<int64_t>(candidates_.size()));
-      mark = candidate_index_.FindOrInsert(ids[i], next);
+      mark = candidate_index_.FindOrInsertAt(hashes.At(i), ids[i], next);  // still in the ring: kIndexAhead < kRing
       if (mark == next) AddCandidate(ids[i]);
     }
     const int64_t c = CandidateOfMark(mark);

@@ -406,10 +406,13 @@ int64_t MchBucket::CommitIncremental(RoundPlan& plan, std::vector<int64_t>& evic
   new_ids.reserve(order.size());
   new_slots.reserve(order.size());
   plan.replacements.reserve(order.size());
-  // The module hands its evicted rows out after every step (TakeEvictedRows
-  // moves them), so this vector starts empty: grown by push_back it was
-  // copied ~18 times a round.
-  evicted_rows.reserve(evicted_rows.size() + order.size());
+  // Room for this round's evictions at once: the module's list starts
+  // empty after each TakeEvictedRows (which moves it out), and grown by
+  // push_back it was copied ~18 times a round. Geometric, as push_back's:
+  // the module's buckets append to the same list in turn.
+  if (const size_t need = evicted_rows.size() + order.size(); need > evicted_rows.capacity()) {
+    evicted_rows.reserve(std::max(need, 2 * evicted_rows.capacity()));
+  }
   auto admit = [&](int64_t slot, uint32_t c, const Candidate& cand) {
     SlotState& state = slot_[static_cast<size_t>(slot)];
     if (state.occupied) {
