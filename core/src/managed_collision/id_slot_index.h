@@ -70,13 +70,9 @@ class IdSlotIndex {
   // once (was: groups of 16 hashed and prefetched together, ~25% slower:
   // each group waited for its slowest line).
   void FindMany(std::span<const int64_t> ids, int64_t* rows) const {
-    const size_t n = ids.size();
-    HashRing hashes{};
-    for (size_t k = 0; k < std::min(n, kFindAhead); ++k) PrefetchHash(hashes.Put(k, HashOf(ids[k])));
-    for (size_t i = 0; i < n; ++i) {
-      if (i + kFindAhead < n) PrefetchHash(hashes.Put(i + kFindAhead, HashOf(ids[i + kFindAhead])));
-      rows[i] = std::max(FindAt(hashes.At(i), ids[i]), kEmpty);
-    }
+    EachHashedAhead<kFindAhead>(
+        ids, [this](uint64_t hash) __attribute__((always_inline)) { PrefetchHash(hash); },
+        [&](size_t i, uint64_t hash) __attribute__((always_inline)) { rows[i] = std::max(FindAt(hash, ids[i]), kEmpty); });
   }
 
   // Batched callers hash each id once, when they prefetch its home, and
@@ -102,9 +98,10 @@ class IdSlotIndex {
   [[gnu::always_inline]] void Prefetch(int64_t id) const { __builtin_prefetch(&entries_[Home(id)]); }
 
   // Inserts an id that is not present.
-  void Insert(int64_t id, int64_t row) { InsertAt(Home(id), id, row); }
-  void InsertAt(uint64_t home, int64_t id, int64_t row) {
-    uint64_t b = home;
+  void Insert(int64_t id, int64_t row) { InsertAt(HashOf(id), id, row); }
+  // Insert(id, row), given HashOf(id).
+  void InsertAt(uint64_t hash, int64_t id, int64_t row) {
+    uint64_t b = hash & mask_;
     while (entries_[b].row != kEmpty) b = (b + 1) & mask_;
     entries_[b] = {id, row};
     ++size_;
@@ -141,29 +138,29 @@ class IdSlotIndex {
   // prefetched kEraseAhead early: 0.275 -> 0.235 s of a 3*10^7-id stream's
   // erases (2026-11-29).
   void EraseMany(std::span<const int64_t> ids) {
-    HashRing hashes{};
-    auto ahead = [&](size_t k) {
-      const uint64_t home = hashes.Put(k, HashOf(ids[k])) & mask_;
-      __builtin_prefetch(&entries_[home], 1);
-      __builtin_prefetch(&entries_[(home + 1) & mask_], 1);
-    };
-    for (size_t k = 0; k < std::min(ids.size(), kEraseAhead); ++k) ahead(k);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (i + kEraseAhead < ids.size()) ahead(i + kEraseAhead);
-      EraseAt(hashes.At(i) & mask_, ids[i]);
-    }
+    EachHashedAhead<kEraseAhead>(
+        ids,
+        [this](uint64_t hash) __attribute__((always_inline)) {
+          __builtin_prefetch(&entries_[hash & mask_], 1);
+          __builtin_prefetch(&entries_[(hash + 1) & mask_], 1);
+        },
+        [&](size_t i, uint64_t hash) __attribute__((always_inline)) { EraseAt(hash, ids[i]); });
   }
 
   // Insert(ids[i], rows[i]) for each i (none present), each home
-  // prefetched kAssignAhead early.
+  // prefetched for writing kAssignAhead early.
   void InsertMany(std::span<const int64_t> ids, const int64_t* rows) {
-    EachHomeAhead(ids, rows, [this](uint64_t home, int64_t id, int64_t row) { InsertAt(home, id, row); });
+    EachHashedAhead<kAssignAhead>(
+        ids, [this](uint64_t hash) __attribute__((always_inline)) { __builtin_prefetch(&entries_[hash & mask_], 1); },
+        [&](size_t i, uint64_t hash) __attribute__((always_inline)) { InsertAt(hash, ids[i], rows[i]); });
   }
 
   // Assign(ids[i], rows[i]) for each i (all present), each home prefetched
-  // kAssignAhead early.
+  // for writing kAssignAhead early.
   void AssignMany(std::span<const int64_t> ids, const int64_t* rows) {
-    EachHomeAhead(ids, rows, [this](uint64_t home, int64_t id, int64_t row) { entries_[LocateFrom(home, id)].row = row; });
+    EachHashedAhead<kAssignAhead>(
+        ids, [this](uint64_t hash) __attribute__((always_inline)) { __builtin_prefetch(&entries_[hash & mask_], 1); },
+        [&](size_t i, uint64_t hash) __attribute__((always_inline)) { entries_[LocateFrom(hash & mask_, ids[i])].row = rows[i]; });
   }
 
   // Removes every entry holding a mark, in one pass over the array: each
@@ -201,9 +198,10 @@ class IdSlotIndex {
   }
 
   // Removes an id that is present (backward-shift deletion).
-  void Erase(int64_t id) { EraseAt(Home(id), id); }
-  void EraseAt(uint64_t home, int64_t id) {
-    uint64_t hole = LocateFrom(home, id);
+  void Erase(int64_t id) { EraseAt(HashOf(id), id); }
+  // Erase(id), given HashOf(id).
+  void EraseAt(uint64_t hash, int64_t id) {
+    uint64_t hole = LocateFrom(hash & mask_, id);
     for (uint64_t b = (hole + 1) & mask_; entries_[b].row != kEmpty; b = (b + 1) & mask_) {
       // An entry may move into the hole when its home is not in (hole, b].
       const uint64_t h = Home(entries_[b].id);
@@ -226,7 +224,6 @@ class IdSlotIndex {
   // ns at 32 or more. On the stream of 2026-11-29 (timers, 3*10^7 ids):
   // erases the same at 16 and 24 ahead, rewrites 0.136 s at 16, 0.123 at 32.
   static constexpr size_t kFindAhead = 32, kEraseAhead = 24, kAssignAhead = 32;
-  static_assert(kFindAhead < kRing && kEraseAhead < kRing && kAssignAhead < kRing, "a hash is overwritten before use");
 
   uint64_t Home(int64_t id) const { return Fmix64(static_cast<uint64_t>(id)) & mask_; }
   int64_t FindFrom(uint64_t b, int64_t id) const {
@@ -236,17 +233,19 @@ class IdSlotIndex {
       if (e.id == id) return e.row;
     }
   }
-  // write(home of ids[i], ids[i], rows[i]) for each i, each home
-  // prefetched for writing kAssignAhead early (always inlined, as Prefetch
-  // is).
-  template <typename Write>
-  [[gnu::always_inline]] void EachHomeAhead(std::span<const int64_t> ids, const int64_t* rows, Write write) {
+  // The batched passes' pipeline: body(i, HashOf(ids[i])) for each i,
+  // each id hashed kAhead ids early, when prefetch(hash) brings its home
+  // toward the cache (always inlined, as Prefetch is, and so are the
+  // callers' lambdas: a lambda that only prefetches would be dropped).
+  template <size_t kAhead, typename PrefetchFn, typename Body>
+  [[gnu::always_inline]] static void EachHashedAhead(std::span<const int64_t> ids, PrefetchFn prefetch, Body body) {
+    static_assert(kAhead < kRing, "a hash is overwritten before use");
     HashRing hashes{};
-    auto ahead = [&](size_t k) { __builtin_prefetch(&entries_[hashes.Put(k, HashOf(ids[k])) & mask_], 1); };
-    for (size_t k = 0; k < std::min(ids.size(), kAssignAhead); ++k) ahead(k);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (i + kAssignAhead < ids.size()) ahead(i + kAssignAhead);
-      write(hashes.At(i) & mask_, ids[i], rows[i]);
+    const size_t n = ids.size();
+    for (size_t k = 0; k < std::min(n, kAhead); ++k) prefetch(hashes.Put(k, HashOf(ids[k])));
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) prefetch(hashes.Put(i + kAhead, HashOf(ids[i + kAhead])));
+      body(i, hashes.At(i));
     }
   }
   // The entry of an id that is present, from its home.
